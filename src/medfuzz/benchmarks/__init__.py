@@ -1,0 +1,29 @@
+"""Benchmark items, loaders and prompt-time text cleaning."""
+
+from medfuzz.benchmarks.cleaning import clean_text
+from medfuzz.benchmarks.items import LETTERS, MCQItem
+from medfuzz.benchmarks.loaders import (
+    DEMO_MEDMCQA,
+    DEMO_MEDQA,
+    ColumnMap,
+    load_items,
+    load_local,
+    load_medmcqa,
+    load_medqa,
+)
+from medfuzz.benchmarks.prompts import PromptStyle, format_question
+
+__all__ = [
+    "DEMO_MEDMCQA",
+    "DEMO_MEDQA",
+    "LETTERS",
+    "ColumnMap",
+    "MCQItem",
+    "PromptStyle",
+    "clean_text",
+    "format_question",
+    "load_items",
+    "load_local",
+    "load_medmcqa",
+    "load_medqa",
+]

@@ -1,0 +1,312 @@
+"""Loaders that turn benchmark files or Hugging Face datasets into ``MCQItem`` lists.
+
+Every row is validated; the first malformed row raises one ``DataError`` naming the file, the 1-based row
+and the field. Files are read as strict UTF-8 so a bad byte is reported with its row instead of being
+silently replaced.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from medfuzz.benchmarks.cleaning import clean_text
+from medfuzz.benchmarks.items import LETTERS, MCQItem
+from medfuzz.errors import DataError, MedfuzzError
+
+_DATA = Path(str(resources.files("medfuzz.benchmarks") / "data"))
+DEMO_MEDQA = _DATA / "medqa_demo.jsonl"
+DEMO_MEDMCQA = _DATA / "medmcqa_demo.jsonl"
+
+HF_MEDQA = "GBaker/MedQA-USMLE-4-options"
+HF_MEDMCQA = "openlifescienceai/medmcqa"
+
+AnswerFormat = Literal["letter", "index0", "index1", "text"]
+
+
+@dataclass(frozen=True)
+class ColumnMap:
+    """Where a local file keeps each part of an item.
+
+    ``options`` is either one column holding a ``{letter: text}`` mapping or a list of texts, or a tuple of
+    columns holding the option texts in letter order. ``answer_format`` says how the answer column is
+    written: a letter, a 0-based or 1-based option index, or the full text of the correct option.
+    """
+
+    question: str = "question"
+    options: str | tuple[str, ...] = "options"
+    answer: str = "answer"
+    answer_format: AnswerFormat = "letter"
+    id: str | None = None
+    metadata: tuple[str, ...] = ()
+
+
+MEDQA_COLUMNS = ColumnMap(
+    question="question", options="options", answer="answer_idx", answer_format="letter",
+    metadata=("meta_info",),
+)
+
+
+def _medmcqa_columns(cop_base: int) -> ColumnMap:
+    return ColumnMap(
+        question="question", options=("opa", "opb", "opc", "opd"), answer="cop",
+        answer_format="index0" if cop_base == 0 else "index1", id="id",
+        metadata=("subject_name", "topic_name", "choice_type"),
+    )
+
+
+# ----------------------------------------------------------------------------------------------- reading
+
+
+def _decode(path: Path) -> str:
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataError(path, line, None, f"is not valid UTF-8 (byte {raw[err.start]:#04x} at offset "
+                                          f"{err.start}); re-save the file as UTF-8") from None
+
+
+def _json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    row = 0
+    for line_number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        row += 1
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(path, line_number, None, f"is not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict):
+            raise DataError(path, line_number, None, "is not a JSON object")
+        yield line_number, record
+
+
+def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(row_number, record)`` from a .jsonl, .json, .csv or .parquet file.
+
+    A ``.json`` file may hold a list of records, a dict of records keyed by id (the id lands in ``"id"``
+    unless present), or JSON Lines (MedMCQA's release files are JSON Lines named ``.json``).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MedfuzzError(f"{path}: no such data file")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for number, record in enumerate(pq.read_table(path).to_pylist(), start=1):
+            yield number, record
+        return
+    text = _decode(path)
+    if suffix == ".csv":
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        for number, record in enumerate(reader, start=1):
+            yield number, dict(record)
+        return
+    if suffix == ".jsonl":
+        yield from _json_lines(path, text)
+        return
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            if err.msg == "Extra data":  # JSON Lines under a .json name
+                yield from _json_lines(path, text)
+                return
+            raise DataError(path, err.lineno, None, f"is not valid JSON ({err.msg})") from None
+        if isinstance(data, dict):
+            data = [{"id": key, **value} if isinstance(value, dict) and "id" not in value else value
+                    for key, value in data.items()]
+        if not isinstance(data, list):
+            raise DataError(path, None, None, "must hold a list of records, a dict of records or JSON Lines")
+        for number, record in enumerate(data, start=1):
+            if not isinstance(record, dict):
+                raise DataError(path, number, None, "is not a JSON object")
+            yield number, record
+        return
+    raise MedfuzzError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
+
+
+# ------------------------------------------------------------------------------------------ validation
+
+
+def _text_field(source: str, row: int, record: dict[str, Any], column: str) -> str:
+    if column not in record or record[column] is None:
+        raise DataError(source, row, column, "is missing")
+    value = record[column]
+    if not isinstance(value, str):
+        raise DataError(source, row, column, f"must be text, got {type(value).__name__}")
+    if not clean_text(value):
+        raise DataError(source, row, column, "is empty")
+    return value
+
+
+def _options(source: str, row: int, record: dict[str, Any], spec: str | tuple[str, ...]) -> dict[str, str]:
+    if isinstance(spec, tuple):
+        texts = [_text_field(source, row, record, column) for column in spec]
+        return dict(zip(LETTERS, texts, strict=False))
+    if spec not in record or record[spec] is None:
+        raise DataError(source, row, spec, "is missing")
+    raw = record[spec]
+    if isinstance(raw, str):  # a CSV cell holding JSON
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            raise DataError(source, row, spec, "must be a mapping or list of option texts") from None
+    if isinstance(raw, dict):
+        letters = sorted(raw)
+        if letters != list(LETTERS[: len(letters)]):
+            raise DataError(source, row, spec, f"option letters must run from A without gaps, got {letters}")
+        pairs = [(letter, raw[letter]) for letter in letters]
+    elif isinstance(raw, list):
+        pairs = list(zip(LETTERS, raw, strict=False))
+    else:
+        raise DataError(source, row, spec, "must be a mapping or list of option texts")
+    if len(pairs) < 2 or len(pairs) > len(LETTERS):
+        raise DataError(source, row, spec, f"needs 2 to {len(LETTERS)} options, got {len(pairs)}")
+    options: dict[str, str] = {}
+    for letter, text in pairs:
+        if not isinstance(text, str) or not clean_text(text):
+            raise DataError(source, row, f"{spec}.{letter}", "is missing or empty")
+        options[letter] = text
+    return options
+
+
+def _answer(source: str, row: int, record: dict[str, Any], columns: ColumnMap, options: dict[str, str]) -> str:
+    column = columns.answer
+    if column not in record or record[column] is None or record[column] == "":
+        raise DataError(source, row, column, "is missing")
+    value = record[column]
+    letters = list(options)
+    fmt = columns.answer_format
+    if fmt == "letter":
+        letter = str(value).strip().upper()
+        if letter not in options:
+            raise DataError(source, row, column, f"answer key {value!r} is not among the options {letters}")
+        return letter
+    if fmt in ("index0", "index1"):
+        try:
+            index = int(value)
+        except (TypeError, ValueError):
+            raise DataError(source, row, column, f"answer index {value!r} is not an integer") from None
+        base = 0 if fmt == "index0" else 1
+        if not base <= index < base + len(letters):
+            hint = " (0-based data? pass a 0-based answer format)" if fmt == "index1" and index == 0 else ""
+            raise DataError(source, row, column,
+                            f"answer index {index} is outside {base}..{base + len(letters) - 1}{hint}")
+        return letters[index - base]
+    target = clean_text(str(value))
+    matches = [letter for letter, text in options.items() if clean_text(text) == target]
+    if len(matches) != 1:
+        raise DataError(source, row, column, f"answer text {value!r} matches {len(matches)} options, not 1")
+    return matches[0]
+
+
+def items_from_records(
+    records: Iterator[tuple[int, dict[str, Any]]] | Sequence[tuple[int, dict[str, Any]]],
+    columns: ColumnMap,
+    source: str,
+    id_prefix: str,
+    extra_check: Any = None,
+) -> list[MCQItem]:
+    """Validate records and build items. ``extra_check(row, record, item)`` may raise a ``DataError``."""
+    items: list[MCQItem] = []
+    seen: set[str] = set()
+    for row, record in records:
+        question = _text_field(source, row, record, columns.question)
+        options = _options(source, row, record, columns.options)
+        answer = _answer(source, row, record, columns, options)
+        item_id = str(record[columns.id]) if columns.id and record.get(columns.id) else f"{id_prefix}-{row:05d}"
+        if item_id in seen:
+            raise DataError(source, row, columns.id or "id", f"duplicate id {item_id!r}")
+        seen.add(item_id)
+        metadata = {"source": source, "row": row}
+        metadata.update({key: record.get(key) for key in columns.metadata if key in record})
+        item = MCQItem(id=item_id, question=question, options=options, answer=answer, metadata=metadata)
+        if extra_check is not None:
+            extra_check(row, record, item)
+        items.append(item)
+    if not items:
+        raise DataError(source, None, None, "holds no rows")
+    return items
+
+
+def load_local(path: str | Path, columns: ColumnMap | None = None, id_prefix: str | None = None) -> list[MCQItem]:
+    """Load any local json/jsonl/csv/parquet file with a column mapping (default: MedQA's layout)."""
+    path = Path(path)
+    return items_from_records(read_rows(path), columns or ColumnMap(), str(path), id_prefix or path.stem)
+
+
+def _hf_rows(dataset: str, split: str) -> list[tuple[int, dict[str, Any]]]:
+    import datasets
+
+    try:
+        data = datasets.load_dataset(dataset, split=split)
+    except Exception as err:  # the hub raises many types; the user needs one message
+        raise MedfuzzError(
+            f"could not load Hugging Face dataset {dataset!r} split {split!r} ({type(err).__name__}: {err}). "
+            "Offline? Pass a local file path or 'demo' as the data source instead."
+        ) from err
+    return list(enumerate(data, start=1))
+
+
+def _check_medqa_answer_text(source: str):
+    def check(row: int, record: dict[str, Any], item: MCQItem) -> None:
+        text = record.get("answer")
+        if isinstance(text, str) and clean_text(text) != clean_text(item.answer_text):
+            raise DataError(source, row, "answer",
+                            f"answer text {text!r} disagrees with option {item.answer} ({item.answer_text!r})")
+    return check
+
+
+def load_medqa(data: str | Path = "hf", split: str = "test") -> list[MCQItem]:
+    """MedQA-USMLE 4-option: ``"hf"`` (Hugging Face copy), ``"demo"`` (bundled 50 dev items) or a path
+    to the original release jsonl (or any file in its layout)."""
+    if str(data) == "hf":
+        source = f"hf:{HF_MEDQA}[{split}]"
+        records: Any = _hf_rows(HF_MEDQA, split)
+        prefix = f"medqa-{split}"
+    else:
+        path = DEMO_MEDQA if str(data) == "demo" else Path(data)
+        source, records = str(path), read_rows(path)
+        prefix = "medqa-dev" if str(data) == "demo" else f"medqa-{path.stem}"
+    return items_from_records(records, MEDQA_COLUMNS, source, prefix, _check_medqa_answer_text(source))
+
+
+def load_medmcqa(data: str | Path = "hf", split: str = "validation", cop_base: int | None = None) -> list[MCQItem]:
+    """MedMCQA: ``"hf"`` (``openlifescienceai/medmcqa``, 0-based ``cop``), ``"demo"`` (bundled 50 dev
+    items) or a path to the original release file (1-based ``cop``). ``cop_base`` overrides the convention for unusual copies.
+
+    The HF test split has no answers (``cop`` is -1), so the default split is ``validation``.
+    """
+    if str(data) == "hf":
+        source, records = f"hf:{HF_MEDMCQA}[{split}]", _hf_rows(HF_MEDMCQA, split)
+        base = 0 if cop_base is None else cop_base
+    else:
+        path = DEMO_MEDMCQA if str(data) == "demo" else Path(data)
+        source, records = str(path), read_rows(path)
+        base = 1 if cop_base is None else cop_base
+    if base not in (0, 1):
+        raise MedfuzzError(f"cop_base must be 0 or 1, got {base}")
+    return items_from_records(records, _medmcqa_columns(base), source, "medmcqa")
+
+
+BENCHMARKS = {"medqa": load_medqa, "medmcqa": load_medmcqa}
+
+
+def load_items(benchmark: str, data: str | Path = "hf", split: str | None = None,
+               limit: int | None = None) -> list[MCQItem]:
+    """Load a named benchmark from a source (``hf``, ``demo`` or a path), optionally the first ``limit``."""
+    if benchmark not in BENCHMARKS:
+        raise MedfuzzError(f"unknown benchmark {benchmark!r}; choose from {sorted(BENCHMARKS)}")
+    loader = BENCHMARKS[benchmark]
+    items = loader(data) if split is None else loader(data, split)
+    return items[:limit] if limit is not None else items

@@ -1,0 +1,53 @@
+"""``medfuzz-lm-eval``: exactly ``lm_eval``'s CLI, plus medfuzz's task folder and registered models.
+
+Every subcommand (run, ls, validate) sees the medfuzz tasks; a user's own ``--include_path`` still works and
+is searched after ours, so a user task of the same name wins, as with plain lm_eval.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from medfuzz.tasks import LM_EVAL_TASKS_PATH
+
+
+def _install_task_path() -> None:
+    import lm_eval.tasks
+
+    base = lm_eval.tasks.TaskManager
+    if getattr(base, "_medfuzz_wrapped", False):
+        return
+
+    class TaskManagerWithMedfuzz(base):  # type: ignore[misc, valid-type]
+        _medfuzz_wrapped = True
+
+        def __init__(self, *args, include_path=None, **kwargs):
+            if include_path is None:
+                paths: list[str | Path] = []
+            elif isinstance(include_path, list | tuple):
+                paths = list(include_path)
+            else:
+                paths = [include_path]
+            super().__init__(*args, include_path=[LM_EVAL_TASKS_PATH, *paths], **kwargs)
+
+    lm_eval.tasks.TaskManager = TaskManagerWithMedfuzz
+
+
+def register_models() -> None:
+    """Register medfuzz's lm-eval models; lm_eval.models must be imported first (its registry is rebuilt
+    on import, which would wipe ours)."""
+    import lm_eval.models  # noqa: F401
+
+    import medfuzz.adapters.lm_eval_models  # noqa: F401
+
+
+def main() -> None:
+    _install_task_path()
+    register_models()
+    from lm_eval.__main__ import cli_evaluate
+
+    cli_evaluate()
+
+
+if __name__ == "__main__":
+    main()

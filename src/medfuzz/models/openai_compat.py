@@ -1,0 +1,106 @@
+"""Any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp server, ...) as a ``ChatModel``.
+
+Retries, back-off and timeouts are the ``openai`` client's own (``max_retries``, ``timeout``); we only turn
+what is left of a failure into a recorded ``Generation.error``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from medfuzz.models.logprobs import TokenLogprob, extract_letter_logprobs
+from medfuzz.models.protocol import ChatMessage, Generation, TokenUsage
+
+TOP_LOGPROBS = 20  # OpenAI's maximum; enough to see every answer letter of a 4-10 option item
+
+
+class OpenAIChatModel:
+    """Chat completions against ``base_url`` (e.g. ``http://127.0.0.1:8080/v1``)."""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        logprobs: bool = True,
+        letter_position: str = "first",
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        from openai import AsyncOpenAI
+
+        self.name = model
+        self.logprobs = logprobs
+        self.letter_position = letter_position
+        self.extra_body = extra_body or {}
+        self._client = AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    async def generate(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 512,
+        temperature: float | None = None,
+        seed: int | None = None,
+        letters: Sequence[str] | None = None,
+    ) -> Generation:
+        request: dict[str, Any] = {
+            "model": self.name,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "max_tokens": max_tokens,
+        }
+        if temperature is not None:
+            request["temperature"] = temperature
+        if seed is not None:
+            request["seed"] = seed
+        want_logprobs = bool(letters) and self.logprobs
+        if want_logprobs:
+            request["logprobs"] = True
+            request["top_logprobs"] = TOP_LOGPROBS
+        if self.extra_body:
+            request["extra_body"] = self.extra_body
+        try:
+            response = await self._client.chat.completions.create(**request)
+        except Exception as err:  # network, HTTP, timeout, refusal by the API: all recorded, none fatal
+            return Generation(text="", error=f"{type(err).__name__}: {err}", model=self.name)
+        if not response.choices:
+            return Generation(text="", error="empty response (no choices)", model=self.name)
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        usage = TokenUsage(
+            input_tokens=getattr(response.usage, "prompt_tokens", 0) or 0,
+            output_tokens=getattr(response.usage, "completion_tokens", 0) or 0,
+        )
+        letter_logprobs = None
+        if want_logprobs and letters:
+            letter_logprobs = extract_letter_logprobs(
+                _positions(choice.logprobs), letters, where=self.letter_position  # type: ignore[arg-type]
+            )
+        refusal = getattr(choice.message, "refusal", None)
+        if refusal and not text:
+            return Generation(text="", error=f"refusal: {refusal}", usage=usage, model=self.name)
+        return Generation(text=text, letter_logprobs=letter_logprobs, usage=usage, model=self.name)
+
+
+def _positions(logprobs: Any) -> list[TokenLogprob] | None:
+    content = getattr(logprobs, "content", None) if logprobs is not None else None
+    if not content:
+        return None
+    # llama.cpp returns numpy float32 values: cast so results stay JSON-serialisable
+    return [
+        TokenLogprob(
+            token=entry.token,
+            logprob=float(entry.logprob),
+            top=tuple((alt.token, float(alt.logprob)) for alt in (entry.top_logprobs or [])),
+        )
+        for entry in content
+    ]

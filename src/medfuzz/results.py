@@ -1,0 +1,76 @@
+"""Read per-run summaries back from Inspect logs and lm-eval output folders.
+
+Both readers recompute accuracy from the per-sample records, so a summary can show that the harness's
+reported number is the mean of what it logged per item.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class RunSummary:
+    harness: str
+    task: str
+    metric: str
+    reported: float
+    stderr: float | None
+    n: int
+    recomputed: float
+    location: Path
+    per_item: dict[str, bool] = field(default_factory=dict)
+
+
+def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
+    from inspect_ai.log import read_eval_log
+
+    log = read_eval_log(str(path))
+    if log.status != "success" or log.results is None:
+        raise RuntimeError(f"{path}: Inspect run did not succeed (status {log.status}): {log.error}")
+    score = next(s for s in log.results.scores if s.name == scorer)
+    per_item = {str(s.id): s.scores[scorer].value == "C" for s in (log.samples or [])}
+    metrics = score.metrics
+    return RunSummary(
+        harness="inspect",
+        task=log.eval.task,
+        metric="accuracy",
+        reported=float(metrics["accuracy"].value),
+        stderr=float(metrics["stderr"].value) if "stderr" in metrics else None,
+        n=len(per_item),
+        recomputed=sum(per_item.values()) / len(per_item) if per_item else float("nan"),
+        location=Path(path),
+        per_item=per_item,
+    )
+
+
+def _newest(folder: Path, pattern: str) -> Path:
+    found = sorted(folder.rglob(pattern), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise FileNotFoundError(f"no {pattern} under {folder}")
+    return found[-1]
+
+
+def read_lm_eval_output(folder: str | Path, task: str, metric: str = "acc") -> RunSummary:
+    folder = Path(folder)
+    results_file = _newest(folder, "results_*.json")
+    results = json.loads(results_file.read_text())["results"][task]
+    samples_file = _newest(results_file.parent, f"samples_{task}_*.jsonl")
+    per_item: dict[str, bool] = {}
+    for line in samples_file.read_text().splitlines():
+        record = json.loads(line)
+        per_item[str(record["doc"]["id"])] = bool(record[metric])
+    stderr = results.get(f"{metric}_stderr,none")
+    return RunSummary(
+        harness="lm-eval",
+        task=task,
+        metric=metric,
+        reported=float(results[f"{metric},none"]),
+        stderr=float(stderr) if isinstance(stderr, int | float) else None,
+        n=len(per_item),
+        recomputed=sum(per_item.values()) / len(per_item) if per_item else float("nan"),
+        location=results_file,
+        per_item=per_item,
+    )
