@@ -30,6 +30,7 @@ class OpenAIChatModel:
         logprobs: bool = True,
         letter_position: str = "first",
         extra_body: dict[str, Any] | None = None,
+        http_client: Any = None,
     ) -> None:
         from openai import AsyncOpenAI
 
@@ -42,6 +43,7 @@ class OpenAIChatModel:
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
             timeout=timeout,
             max_retries=max_retries,
+            http_client=http_client,
         )
 
     async def generate(

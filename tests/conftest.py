@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+@pytest.fixture
+def fixtures() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    data = SHARED / "data"
+    if not data.is_dir():
+        pytest.skip(f"../shared/data is absent ({data}); this test reads the shared benchmark files")
+    return data

@@ -1,0 +1,154 @@
+"""The three backends behind the ChatModel protocol, each driven by a scripted model."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import httpx
+import pytest
+
+from medfuzz.models import ChatMessage, ChatModel, Generation, UsageLedger
+from medfuzz.models.openai_compat import OpenAIChatModel
+
+MESSAGES = [ChatMessage("system", "Be brief."), ChatMessage("user", "Question? A. x B. y")]
+
+
+def chat_completion(content: str, logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None) -> dict:
+    choice: dict = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+    if logprobs is not None:
+        choice["logprobs"] = {"content": [
+            {"token": t, "logprob": lp, "bytes": None,
+             "top_logprobs": [{"token": a, "logprob": alp, "bytes": None} for a, alp in top]}
+            for t, lp, top in logprobs
+        ]}
+    return {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}}
+
+
+def openai_model(handler) -> OpenAIChatModel:
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return OpenAIChatModel("m", base_url="http://test/v1", api_key="k", max_retries=0, http_client=client)
+
+
+async def test_openai_letters_and_usage():
+    seen: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json=chat_completion(
+            "B", [("B", math.log(0.6), [("B", math.log(0.6)), (" A", math.log(0.3))])]))
+
+    model = openai_model(handler)
+    assert isinstance(model, ChatModel)
+    out = await model.generate(MESSAGES, max_tokens=5, temperature=0.0, seed=7, letters="AB")
+    assert out.ok and out.text == "B"
+    assert out.letter_logprobs == {"B": pytest.approx(math.log(0.6)), "A": pytest.approx(math.log(0.3))}
+    assert (out.usage.input_tokens, out.usage.output_tokens) == (11, 2)
+    body = seen[0]
+    assert body["logprobs"] is True and body["top_logprobs"] == 20 and body["seed"] == 7
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+
+
+async def test_openai_without_logprobs_reports_not_available():
+    model = openai_model(lambda r: httpx.Response(200, json=chat_completion("B", None)))
+    out = await model.generate(MESSAGES, letters="AB")
+    assert out.ok and out.letter_logprobs is None
+    out = await model.generate(MESSAGES)  # no letters asked: none requested
+    assert out.letter_logprobs is None
+
+
+async def test_openai_http_error_is_recorded_not_raised():
+    model = openai_model(lambda r: httpx.Response(500, json={"error": {"message": "boom"}}))
+    out = await model.generate(MESSAGES)
+    assert not out.ok and "InternalServerError" in out.error and out.text == ""
+
+
+async def test_openai_refusal_is_an_error():
+    body = chat_completion("", None)
+    body["choices"][0]["message"].update(content=None, refusal="I can't help with that")
+    out = await openai_model(lambda r: httpx.Response(200, json=body)).generate(MESSAGES)
+    assert out.error == "refusal: I can't help with that"
+
+
+def test_usage_ledger_counts_roles():
+    ledger = UsageLedger()
+    from medfuzz.models import TokenUsage
+
+    ledger.record("target", Generation("A", usage=TokenUsage(10, 1)))
+    ledger.record("target", Generation("", error="x", usage=TokenUsage(5, 0)))
+    ledger.record("attacker", Generation("plan", usage=TokenUsage(100, 50)))
+    assert ledger.as_dict() == {
+        "target": {"calls": 2, "errors": 1, "input_tokens": 15, "output_tokens": 1},
+        "attacker": {"calls": 1, "errors": 0, "input_tokens": 100, "output_tokens": 50},
+    }
+
+
+# --------------------------------------------------------------------------------------------- Inspect
+
+
+async def test_inspect_adapter_with_scripted_provider():
+    from inspect_ai.model import get_model
+
+    from medfuzz.adapters.inspect_model import InspectChatModel
+    from tests.scripted_inspect import SCRIPT
+
+    SCRIPT.clear()
+    SCRIPT.extend(["C", RuntimeError("provider down"), "refuse"])
+    model = InspectChatModel(get_model("medfuzz-scripted/test"))
+    out = await model.generate(MESSAGES, letters="ABCD", seed=1)
+    assert out.ok and out.text == "C"
+    assert out.letter_logprobs == {"C": pytest.approx(math.log(0.7)), "A": pytest.approx(math.log(0.2))}
+    assert out.usage.input_tokens == 2 and out.usage.output_tokens == 1
+    failed = await model.generate(MESSAGES)
+    assert not failed.ok and "provider down" in failed.error
+    refused = await model.generate(MESSAGES)
+    assert refused.error == "refusal: content filter"
+
+
+# ---------------------------------------------------------------------------------------------- lm-eval
+
+
+class FakeLM:
+    """Scripted lm-eval LM: records requests, answers generate_until and loglikelihood."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.requests: list = []
+        self.fail = fail
+
+    def generate_until(self, requests):
+        if self.fail:
+            raise RuntimeError("CUDA out of memory")
+        self.requests.extend(requests)
+        return ["B because"]
+
+    def loglikelihood(self, requests):
+        self.requests.extend(requests)
+        table = {" A": -2.0, " B": -0.5, " C": -3.0, " D": -4.0}
+        return [(table[r.arguments[1]], False) for r in requests]
+
+    def tok_encode(self, text: str) -> list[int]:
+        return list(range(len(text.split())))
+
+
+async def test_lm_eval_adapter_exact_letter_logprobs():
+    from medfuzz.adapters.lm_eval_model import LMEvalChatModel
+
+    lm = FakeLM()
+    model = LMEvalChatModel(lm, name="fake")
+    assert model.apply_chat_template is False
+    out = await model.generate(MESSAGES, max_tokens=8, letters="ABCD")
+    assert out.text == "B because"
+    assert out.letter_logprobs == {"A": -2.0, "B": -0.5, "C": -3.0, "D": -4.0}
+    generate_request = lm.requests[0]
+    prompt, kwargs = generate_request.arguments
+    assert prompt.startswith("System: Be brief.") and prompt.endswith("Assistant:")
+    assert kwargs["max_gen_toks"] == 8 and kwargs["do_sample"] is False
+    assert out.usage.output_tokens == 2
+
+
+async def test_lm_eval_adapter_error_is_recorded():
+    from medfuzz.adapters.lm_eval_model import LMEvalChatModel
+
+    out = await LMEvalChatModel(FakeLM(fail=True)).generate(MESSAGES)
+    assert not out.ok and "CUDA out of memory" in out.error

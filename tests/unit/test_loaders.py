@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from medfuzz.benchmarks import (
+    DEMO_MEDMCQA,
+    DEMO_MEDQA,
+    ColumnMap,
+    MCQItem,
+    clean_text,
+    load_items,
+    load_local,
+    load_medmcqa,
+    load_medqa,
+)
+from medfuzz.benchmarks.items import item_seed
+from medfuzz.benchmarks.prompts import completion_prompt
+from medfuzz.errors import DataError, MedfuzzError
+
+GOOD = {"question": "Which drug?", "options": {"A": "x", "B": "y", "C": "z", "D": "w"},
+        "answer": "y", "answer_idx": "B", "meta_info": "step1"}
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_medqa_fixture_loads(fixtures):
+    items = load_medqa(fixtures / "medqa_small.jsonl")
+    assert len(items) == 5
+    first = items[0]
+    assert first.answer == "C" and first.answer_text == "Ceftriaxone"
+    assert first.metadata["meta_info"] == "step1" and first.metadata["row"] == 1
+    assert first.id == "medqa-medqa_small-00001"
+
+
+def test_demo_samples_are_bundled():
+    assert DEMO_MEDQA.is_file() and DEMO_MEDMCQA.is_file()
+    assert len(load_medqa("demo")) == 50
+    assert len(load_medmcqa("demo")) == 50
+    assert load_items("medqa", "demo", limit=3)[2].id == "medqa-dev-00003"
+
+
+def test_medmcqa_release_file_is_one_based(fixtures):
+    items = load_medmcqa(fixtures / "medmcqa_small.jsonl")
+    raw = [json.loads(line) for line in (fixtures / "medmcqa_small.jsonl").read_text().splitlines()]
+    for item, row in zip(items, raw, strict=True):
+        assert item.answer == "ABCD"[row["cop"] - 1]
+        assert item.id == row["id"]
+
+
+def test_medmcqa_zero_based_override(tmp_path):
+    row = {"id": "q1", "question": "Q?", "opa": "a", "opb": "b", "opc": "c", "opd": "d", "cop": 0}
+    path = write_jsonl(tmp_path / "hf_copy.jsonl", [row])
+    assert load_medmcqa(path, cop_base=0)[0].answer == "A"
+    with pytest.raises(DataError) as err:
+        load_medmcqa(path)
+    assert "row 1" in str(err.value) and "'cop'" in str(err.value) and "0-based" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "problem"),
+    [
+        (lambda r: r.update(question="  "), "question", "is empty"),
+        (lambda r: r.pop("question"), "question", "is missing"),
+        (lambda r: r["options"].pop("C"), "options", "without gaps"),
+        (lambda r: r["options"].update(B=""), "options.B", "is missing or empty"),
+        (lambda r: r.update(answer_idx="E"), "answer_idx", "not among the options"),
+        (lambda r: r.update(answer="nope"), "answer", "disagrees with option B"),
+        (lambda r: r.update(question=7), "question", "must be text"),
+    ],
+)
+def test_malformed_medqa_row_names_file_row_field(tmp_path, mutate, field, problem):
+    bad = json.loads(json.dumps(GOOD))
+    mutate(bad)
+    path = write_jsonl(tmp_path / "bad.jsonl", [GOOD, GOOD, bad])
+    with pytest.raises(DataError) as err:
+        load_medqa(path)
+    message = str(err.value)
+    assert str(path) in message and "row 3" in message and f"field {field!r}" in message
+    assert problem in message
+    assert err.value.row == 3 and err.value.field == field
+
+
+def test_bad_encoding_names_row(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    good = json.dumps(GOOD).encode()
+    path.write_bytes(good + b"\n" + good.replace(b"Which", b"Wh\xe9ch") + b"\n")
+    with pytest.raises(DataError) as err:
+        load_medqa(path)
+    assert "row 2" in str(err.value) and "UTF-8" in str(err.value)
+
+
+def test_invalid_json_line(tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n{not json\n")
+    with pytest.raises(DataError, match=r"row 2: is not valid JSON"):
+        load_medqa(path)
+
+
+def test_missing_file_and_unknown_benchmark(tmp_path):
+    with pytest.raises(MedfuzzError, match="no such data file"):
+        load_medqa(tmp_path / "absent.jsonl")
+    with pytest.raises(MedfuzzError, match="unknown benchmark"):
+        load_items("pubmed", "demo")
+
+
+def test_local_csv_with_column_map(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text("qid,stem,o1,o2,o3,key\nk1,What?,red,green,blue,2\nk2,Why?,a,b,c,3\n")
+    columns = ColumnMap(question="stem", options=("o1", "o2", "o3"), answer="key", answer_format="index1",
+                        id="qid")
+    items = load_local(path, columns)
+    assert [i.answer for i in items] == ["B", "C"] and items[0].id == "k1"
+    assert items[0].options == {"A": "red", "B": "green", "C": "blue"}
+    path.write_text("qid,stem,o1,o2,o3,key\nk1,What?,red,,blue,2\n")
+    with pytest.raises(DataError, match=r"row 1, field 'o2': is empty"):
+        load_local(path, columns)
+
+
+def test_local_parquet_and_json_list_with_text_answers(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"q": "Q1", "choices": ["a", "b"], "gold": "b"}, {"q": "Q2", "choices": ["c", "d"], "gold": "c"}]
+    columns = ColumnMap(question="q", options="choices", answer="gold", answer_format="text")
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "x.parquet")
+    (tmp_path / "x.json").write_text(json.dumps(rows))
+    for name in ("x.parquet", "x.json"):
+        assert [i.answer for i in load_local(tmp_path / name, columns)] == ["B", "A"]
+
+
+def test_json_dict_keyed_by_id(tmp_path):
+    data = {"p1": {"question": "Q", "options": {"A": "a", "B": "b"}, "answer": "A"}}
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    assert load_local(tmp_path / "d.json", ColumnMap(id="id"))[0].id == "p1"
+
+
+def test_duplicate_ids_rejected(tmp_path):
+    row = {"id": "same", "question": "Q", "options": {"A": "a", "B": "b"}, "answer": "A"}
+    path = write_jsonl(tmp_path / "dup.jsonl", [row, row])
+    with pytest.raises(DataError, match="row 2, field 'id': duplicate id"):
+        load_local(path, ColumnMap(id="id"))
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ('What is the next step?"', "What is the next step?"),
+        ('Meningitis\n"', "Meningitis"),
+        ('The so-called "silent" MI', 'The so-called "silent" MI'),
+        ('He said "stop"', 'He said "stop"'),
+        ("  plain  ", "plain"),
+    ],
+)
+def test_clean_text(raw, clean):
+    assert clean_text(raw) == clean
+
+
+def test_cleaning_does_not_alter_data_and_prompt_is_clean():
+    item = MCQItem("x", 'Which one?"', {"A": 'one\n"', "B": "two"}, "A")
+    assert item.question.endswith('"') and item.options["A"].endswith('"')
+    assert completion_prompt(item) == "Question: Which one?\nA. one\nB. two\nAnswer:"
+
+
+def test_shuffle_follows_answer_and_is_seeded():
+    item = MCQItem("x", "Q", {"A": "a", "B": "b", "C": "c", "D": "d"}, "C")
+    shuffled = item.shuffled(item_seed(3, item.id))
+    assert shuffled.answer_text == "c"
+    assert sorted(shuffled.options.values()) == ["a", "b", "c", "d"]
+    assert shuffled == item.shuffled(item_seed(3, item.id))
+    order = shuffled.metadata["option_order"]
+    assert all(shuffled.options[new] == item.options[old] for new, old in order.items())
+    assert item_seed(3, "x") == item_seed(3, "x") != item_seed(4, "x")
+
+
+def test_item_rejects_bad_letters():
+    with pytest.raises(ValueError, match="consecutive"):
+        MCQItem("x", "Q", {"A": "a", "C": "c"}, "A")
+    with pytest.raises(ValueError, match="not one of"):
+        MCQItem("x", "Q", {"A": "a", "B": "b"}, "C")
+    item = MCQItem("x", "Q", {"A": "a", "B": "b"}, "B", {"k": 1})
+    assert MCQItem.from_record(item.to_record()) == item
+
+
+def test_shared_full_files_load(shared_data):
+    medqa = load_medqa(shared_data / "medqa_us_4options" / "dev.jsonl")
+    medmcqa = load_medmcqa(shared_data / "medmcqa" / "dev.json")
+    assert len(medqa) == 1272 and len(medmcqa) == 4183
+    assert sum('"' in i.question[-1:] for i in medqa) > 50  # the artifacts are kept in the data
+    assert not any(i.clean_question().endswith('"') and i.clean_question().count('"') % 2 for i in medqa)
