@@ -30,8 +30,8 @@ SCRIPT: list[Any] = []
 @modelapi(name="medfuzz-scripted")
 class ScriptedAPI(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
-                 config: GenerateConfig = GenerateConfig(), **kwargs: Any) -> None:
-        super().__init__(model_name, base_url, api_key, [], config)
+                 config: GenerateConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(model_name, base_url, api_key, [], config or GenerateConfig())
 
     async def generate(self, input, tools, tool_choice, config) -> ModelOutput:
         entry = SCRIPT.pop(0) if SCRIPT else "A"

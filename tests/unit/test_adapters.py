@@ -152,3 +152,17 @@ async def test_lm_eval_adapter_error_is_recorded():
 
     out = await LMEvalChatModel(FakeLM(fail=True)).generate(MESSAGES)
     assert not out.ok and "CUDA out of memory" in out.error
+
+
+async def test_scripted_model_replays_and_records():
+    from medfuzz.models import ScriptedChatModel
+
+    model = ScriptedChatModel(["A", ValueError("bad"), Generation("B", letter_logprobs={"B": -0.1})])
+    first = await model.generate(MESSAGES, letters="AB")
+    assert first.text == "A" and first.usage.output_tokens == 1
+    assert (await model.generate(MESSAGES)).error == "ValueError: bad"
+    assert (await model.generate(MESSAGES)).letter_logprobs == {"B": -0.1}
+    assert (await model.generate(MESSAGES)).error == "RuntimeError: scripted model ran out of replies"
+    assert model.calls[0].options["letters"] == ["A", "B"] and len(model.calls) == 4
+    echo = ScriptedChatModel(responder=lambda messages, options: messages[-1].content.upper())
+    assert (await echo.generate([ChatMessage("user", "hi")])).text == "HI"
