@@ -283,7 +283,8 @@ def load_medqa(data: str | Path = "hf", split: str = "test") -> list[MCQItem]:
 
 def load_medmcqa(data: str | Path = "hf", split: str = "validation", cop_base: int | None = None) -> list[MCQItem]:
     """MedMCQA: ``"hf"`` (``openlifescienceai/medmcqa``, 0-based ``cop``), ``"demo"`` (bundled 50 dev
-    items) or a path to the original release file (1-based ``cop``). ``cop_base`` overrides the convention for unusual copies.
+    items) or a path to the original release file (1-based ``cop``). ``cop_base`` overrides the
+    convention for unusual copies.
 
     The HF test split has no answers (``cop`` is -1), so the default split is ``validation``.
     """
