@@ -1,5 +1,6 @@
 """Inspect entry point (``[project.entry-points.inspect_ai] medfuzz``): importing registers the tasks."""
 
 from medfuzz.tasks.baselines import medmcqa, medqa
+from medfuzz.tasks.medguard import *  # noqa: F403 - registers medfuzz/medguard and medfuzz/medguard_<aspect>
 
 __all__ = ["medmcqa", "medqa"]

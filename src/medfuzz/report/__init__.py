@@ -1,0 +1,1 @@
+"""Reports over finished runs (Inspect logs, lm-eval output folders)."""
