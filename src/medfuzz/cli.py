@@ -82,6 +82,24 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    """MedGuard model comparison over Inspect logs / lm-eval results (see medfuzz.report.medguard)."""
+    from medfuzz.report.medguard import compare, render
+
+    paths = [Path(p) for p in args.paths]
+    result = compare(paths, alpha=args.alpha)
+    print("Safety indices (± bootstrap SE, 9,999 resamples)\n")
+    print(result.table())
+    print("\nPairwise two-sided McNemar, Holm-corrected\n")
+    print(result.mcnemar_table())
+    print("\nRanking\n")
+    print(result.ranking_text())
+    if args.out:
+        for written in render(paths, Path(args.out)):
+            print(f"wrote {written}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="medfuzz", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -100,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--limit", type=int, default=None, help="first N items of the 50 bundled")
     demo.add_argument("--threads", type=int, default=2)
     demo.set_defaults(func=_demo)
+
+    comp = commands.add_parser("compare", help="compare models on MedGuard from Inspect logs / lm-eval results")
+    comp.add_argument("paths", nargs="+", help="log files or folders (other runs are ignored)")
+    comp.add_argument("--out", default=None, help="also write per-model bar charts and tables here")
+    comp.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm correction")
+    comp.set_defaults(func=_compare)
     return parser
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from inspect_ai import eval as inspect_eval
 
+from medfuzz.medguard.builders import limit_per_pool
 from medfuzz.medguard.scoring import aspect_units, safety_report
 from medfuzz.report.medguard import results_from_inspect_log
-from medfuzz.tasks.medguard import limit_per_pool, medguard, medguard_race_equity
+from medfuzz.tasks.medguard import medguard, medguard_race_equity
 from tests.scripted_inspect import SCRIPT
 
 

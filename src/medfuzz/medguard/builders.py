@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -300,6 +301,23 @@ def read(path: str | Path) -> Benchmark:
         except (ValueError, TypeError, AttributeError) as err:
             raise DataError(path, row, "options", str(err)) from None
     return Benchmark(header, items)
+
+
+def limit_per_pool(items: list[MCQItem], limit: int | None) -> list[MCQItem]:
+    """The first ``limit`` items of each pool; for equity the first ``limit`` cases (all 8 variants each)."""
+    if limit is None:
+        return items
+    kept: dict[str, list[str]] = defaultdict(list)
+    out = []
+    for item in items:
+        pool = item.metadata["pool"]
+        key = item.metadata["case_id"] if pool == EQUITY_POOL else item.id
+        if key not in kept[pool]:
+            if len(kept[pool]) >= limit:
+                continue
+            kept[pool].append(key)
+        out.append(item)
+    return out
 
 
 def load(benchmark: str | Path | None, aspects: str | list[str] | None, config: BuildConfig | None = None

@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,22 +83,18 @@ def _inspect_run(path: Path) -> tuple[str, list[ItemResult]] | None:
 # -------------------------------------------------------------------------------------------- lm-eval
 
 
-def _float(value: Any) -> float:
-    return float(value[0] if isinstance(value, list | tuple) else value)
-
-
 def results_from_lm_eval_samples(path: Path) -> list[ItemResult]:
     """Per-item results from an lm-eval ``samples_medguard_*.jsonl`` (letter log-likelihoods → argmax)."""
+    from medfuzz.tasks.lm_eval_medguard import result_of
+
     results = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         record = json.loads(line)
-        doc = record["doc"]
-        scores = [_float(r) for r in record.get("filtered_resps") or []]
-        letter = doc["letters"][max(range(len(scores)), key=scores.__getitem__)] if scores else None
-        status = STATUS_OK if scores else STATUS_ERROR
-        results.append(ItemResult.from_metadata(doc["id"], doc, letter, doc["answer"], status))
+        responses = record.get("filtered_resps") or []
+        result = result_of(record["doc"], responses)
+        results.append(result if responses else replace(result, status=STATUS_ERROR))
     return results
 
 

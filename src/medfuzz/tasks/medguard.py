@@ -5,7 +5,6 @@ aspect (``medfuzz/medguard_<aspect>``). The items come from a benchmark file (``
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from inspect_ai import Task, task
@@ -14,29 +13,12 @@ from inspect_ai.scorer import Score, Target, metric, scorer
 from inspect_ai.scorer._metric import Metric, SampleScore
 from inspect_ai.solver import Solver, TaskState, multiple_choice, system_message
 
-from medfuzz.benchmarks import MCQItem
 from medfuzz.medguard import builders
+from medfuzz.medguard.builders import limit_per_pool
 from medfuzz.medguard.prompts import SAFE_INSTRUCTIONS, parse_strategy, template
 from medfuzz.medguard.scoring import STATUS_OK, STATUS_REFUSED, ItemResult, aspect_units, safety_report
-from medfuzz.medguard.taxonomy import EQUITY_POOL, parse_aspects
+from medfuzz.medguard.taxonomy import parse_aspects
 from medfuzz.tasks._inspect_data import item_to_sample
-
-
-def limit_per_pool(items: list[MCQItem], limit: int | None) -> list[MCQItem]:
-    """The first ``limit`` items of each pool; for equity the first ``limit`` cases (all 8 variants each)."""
-    if limit is None:
-        return items
-    kept: dict[str, list[str]] = defaultdict(list)
-    out = []
-    for item in items:
-        pool = item.metadata["pool"]
-        key = item.metadata["case_id"] if pool == EQUITY_POOL else item.id
-        if key not in kept[pool]:
-            if len(kept[pool]) >= limit:
-                continue
-            kept[pool].append(key)
-        out.append(item)
-    return out
 
 
 def result_of(score: Score, sample_id: Any) -> ItemResult:

@@ -1,0 +1,99 @@
+"""``medfuzz compare`` / ``medfuzz.report.medguard`` over real Inspect logs from the offline scripted provider
+(and lm-eval sample files in lm-eval's layout): MedGuard logs picked out, others ignored; McNemar and Holm
+numbers as statsmodels computes them on the pooled units."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from inspect_ai import eval as inspect_eval
+from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+
+from medfuzz.cli import main as medfuzz_main
+from medfuzz.medguard.builders import BuildConfig, build, limit_per_pool
+from medfuzz.medguard.scoring import aspect_units, pooled_units
+from medfuzz.report.medguard import compare, load_runs, render
+from medfuzz.tasks.baselines import medqa
+from medfuzz.tasks.lm_eval_medguard import item_to_doc, process_results, race_equity_index
+from medfuzz.tasks.medguard import medguard
+from tests.scripted_inspect import SCRIPT
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("logs")
+    aspects = "defense,error_tolerance,sycophancy,stereotype,equity"
+    SCRIPT[:] = ["ANSWER: A"] * 200
+    inspect_eval(medguard(aspects=aspects, limit_per_aspect=6), model="medfuzz-scripted/always-a",
+                 display="none", log_dir=str(folder))
+    SCRIPT[:] = ["ANSWER: B"] * 200
+    inspect_eval(medguard(aspects=aspects, limit_per_aspect=6, strategy="safe"), model="medfuzz-scripted/always-b",
+                 display="none", log_dir=str(folder))
+    SCRIPT[:] = ["ANSWER: A"] * 10
+    inspect_eval(medqa(data="demo", limit=2), model="medfuzz-scripted/other", display="none", log_dir=str(folder))
+    SCRIPT.clear()
+    return folder
+
+
+def test_compare_picks_medguard_logs_and_tests_pairs_like_statsmodels(logs: Path) -> None:
+    result = compare([logs])
+    assert sorted(result.models) == ["medfuzz-scripted/always-a · basic", "medfuzz-scripted/always-b · safe"]
+    (pair,) = result.comparison.pairs
+    units = {run.label: pooled_units(aspect_units(run.results.values())) for run in result.runs}
+    first, second = units[pair.first], units[pair.second]
+    shared = sorted(set(first) & set(second))
+    assert len(shared) == 4 * 6 + 6 * 4 + 6 * 2  # 4 accuracy aspects; equity: 6 cases x (4 races + 2 sexes)
+    both = sum(first[u] and second[u] for u in shared)
+    neither = sum(not first[u] and not second[u] for u in shared)
+    table = [[both, pair.test.b], [pair.test.c, neither]]
+    ref = sm_mcnemar(table, exact=pair.test.exact)
+    assert pair.test.pvalue == pytest.approx(ref.pvalue)
+    assert pair.p_holm == pytest.approx(min(1.0, ref.pvalue))  # one pair: Holm leaves it as is
+    text = result.table()
+    assert "| gender_equity |" in text and "| **overall** |" in text and "| privacy |" not in text
+    assert result.ranking_text().startswith("1. ")
+
+
+def test_render_writes_one_chart_per_model_and_tables(logs: Path, tmp_path: Path) -> None:
+    written = render([logs], tmp_path / "report")
+    pngs = [p for p in written if p.suffix == ".png"]
+    assert len(pngs) == 2 and all(p.stat().st_size > 5_000 for p in pngs)
+    data = json.loads((tmp_path / "report" / "medguard_comparison.json").read_text())
+    assert len(data["models"]) == 2 and len(data["mcnemar"]) == 1
+    assert "## Pairwise McNemar" in (tmp_path / "report" / "medguard_comparison.md").read_text()
+
+
+def test_compare_cli(logs: Path, tmp_path: Path, capsys) -> None:
+    assert medfuzz_main(["compare", str(logs), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "Pairwise two-sided McNemar" in out and "medguard_comparison.md" in out
+    with pytest.raises(ValueError, match="no MedGuard"):
+        compare([tmp_path / "out"])
+
+
+def test_lm_eval_samples_are_read_like_inspect_results(tmp_path: Path) -> None:
+    """lm-eval's layout (results_<stamp>.json + samples_<task>_<stamp>.jsonl): answers from log-likelihoods."""
+    items = limit_per_pool(build(BuildConfig(n=2), "equity,defense").items, 2)
+    stamp = "2026-01-01T00-00-00"
+    by_task = {"medguard_race_equity": [i for i in items if i.metadata["pool"] == "equity"],
+               "medguard_defense": [i for i in items if i.metadata["pool"] == "defense"]}
+    for task, task_items in by_task.items():
+        lines = []
+        for item in task_items:
+            doc = item_to_doc(item, "basic")
+            lls = [-1.0 if letter == "A" else -2.0 for letter in doc["letters"]]  # always picks A
+            lines.append(json.dumps({"doc": doc, "filtered_resps": [[str(v), "False"] for v in lls]}))
+        (tmp_path / f"samples_{task}_{stamp}.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / f"results_{stamp}.json").write_text(json.dumps({
+        "configs": {t: {} for t in by_task}, "config": {"model": "hf", "model_args": "pretrained=tiny"}}))
+    (run,) = load_runs([tmp_path])
+    assert run.label == "hf:tiny · basic · lm-eval" and len(run.results) == 18
+    # the hook's own aggregation agrees with the harness-free units
+    docs = [item_to_doc(i, "basic") for i in by_task["medguard_race_equity"]]
+    per_doc = [process_results(d, [(-1.0 if letter == "A" else -2.0, False) for letter in d["letters"]])["safety"]
+               for d in docs]
+    units = aspect_units(run.results.values())
+    race = units[next(a for a in units if a.value == "race_equity")]
+    assert race_equity_index(per_doc) == pytest.approx(sum(race.values()) / len(race))
