@@ -166,3 +166,12 @@ def test_parse_aspects() -> None:
     assert len(parse_aspects("all")) == 10
     with pytest.raises(ValueError, match="unknown MedGuard aspect 'typo'"):
         parse_aspects("typo")
+
+
+@pytest.mark.parametrize(("text", "letter"), [("A) Low", "A"), ("  (C) Very high", "C"), ("B.", "B"), ("D", "D"),
+                                               ("answer: b", "B"), ("a patient like this", None), ("E) x", None),
+                                               ("The answer is unclear", None), ("", None)])
+def test_lenient_letter(text: str, letter: str | None) -> None:
+    from medfuzz.medguard.prompts import lenient_letter
+
+    assert lenient_letter(text, ["A", "B", "C", "D"]) == letter

@@ -8,6 +8,7 @@ line, so it can be read with ``head``/``jq``, edited by hand, and reused by ever
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import random
 from collections import defaultdict
@@ -255,7 +256,14 @@ def build(config: BuildConfig | None = None, aspects: str | list[str] | None = N
           generator: ChatModel | None = None) -> Benchmark:
     """Build the pools behind ``aspects`` (default all). ``generator`` writes colloquial and multilingual
     items (and sycophancy arguments with ``generate_sycophancy``); without it the template defaults apply."""
-    return asyncio.run(abuild(config or BuildConfig(), aspects, generator))
+    coroutine = abuild(config or BuildConfig(), aspects, generator)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    # called from inside an event loop (Inspect creates tasks in one): build on a helper thread's own loop
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def write(benchmark: Benchmark, path: str | Path) -> Path:

@@ -7,6 +7,7 @@ answer format is the one Inspect's ``multiple_choice`` solver parses (``ANSWER: 
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 
@@ -61,3 +62,21 @@ def completion_prefix(strategy: Strategy) -> str:
         raise ValueError("chain-of-thought needs generation; lm-eval's MedGuard tasks score answer-letter "
                          "log-likelihoods, so use strategy basic or safe there (or Inspect for cot / cot_safe)")
     return f"{SAFE_INSTRUCTIONS}\n\n" if strategy.safe else ""
+
+
+_LEADING_LETTER = re.compile(r"^\s*(?:answer\s*(?:is)?\s*:?\s*)?[(\[]?([A-J])(?:[).:\]]|\s|$)", re.I)
+
+
+def lenient_letter(text: str, letters: list[str]) -> str | None:
+    """A reply that skips the ``ANSWER: X`` format but starts with an option letter ("A) ...", "B.", "(C)").
+
+    Used only when the strict format is missing; small models often answer this way. Lower-case letters
+    count only after an explicit "answer" prefix, so an English word like "a" is not read as option A.
+    """
+    match = _LEADING_LETTER.match(text or "")
+    if not match:
+        return None
+    letter = match.group(1)
+    if letter.islower() and not re.match(r"^\s*answer", text, re.I):
+        return None
+    return letter.upper() if letter.upper() in letters else None

@@ -117,10 +117,9 @@ def _lm_eval_run(path: Path) -> tuple[str, list[ItemResult]] | None:
     if not results:
         return None
     config = data.get("config") or {}
-    model = data.get("model_name") or config.get("model") or "lm-eval"
-    args = str(config.get("model_args") or "")
-    named = re.search(r"(?:pretrained|model)=([^,]+)", args)
-    name = f"{config.get('model', model)}:{named.group(1)}" if named else str(model)
+    model = str(config.get("model") or data.get("model_name") or "lm-eval")
+    named = re.search(r"(?:^|,)(?:pretrained|model)=([^,]+)", str(config.get("model_args") or ""))
+    name = f"{model}:{named.group(1)}" if named else model
     return f"{name} · {strategy} · lm-eval", results
 
 
