@@ -36,9 +36,13 @@ def _install_task_path() -> None:
 def register_models() -> None:
     """Register medfuzz's lm-eval models; lm_eval.models must be imported first (its registry is rebuilt
     on import, which would wipe ours)."""
+    import importlib.util
+
     import lm_eval.models  # noqa: F401
 
-    import medfuzz.adapters.lm_eval_models  # noqa: F401
+    # medfuzz-local runs through lm-eval's hf backend, which needs the 'hf' extra (transformers, accelerate)
+    if all(importlib.util.find_spec(name) for name in ("transformers", "accelerate")):
+        import medfuzz.adapters.lm_eval_models  # noqa: F401
 
 
 def main() -> None:

@@ -1,0 +1,54 @@
+"""The real CLIs against the real embedded model: reported accuracy must equal the per-sample records."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from medfuzz.local import LocalServer
+from medfuzz.results import read_inspect_log, read_lm_eval_output
+from tests.e2e.conftest import cli, run_cli
+
+pytestmark = pytest.mark.e2e
+
+
+def test_demo_runs_both_harnesses(tmp_path):
+    pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
+    output = run_cli([cli("medfuzz"), "demo", "--limit", "4", "--out", str(tmp_path)])
+    inspect_run = read_inspect_log(next((tmp_path / "inspect").glob("*.eval")))
+    lm_eval_run = read_lm_eval_output(tmp_path / "lm-eval", "medqa")
+    for run in (inspect_run, lm_eval_run):
+        assert run.n == 4
+        assert run.reported == pytest.approx(run.recomputed)
+        assert re.search(rf"{run.harness}\s+\S+\s+\S+\s+{run.reported:.3f}", output), output
+    assert set(inspect_run.per_item) == set(lm_eval_run.per_item) == {f"medqa-dev-0000{i}" for i in range(1, 5)}
+    assert "same correctness in both harnesses" in output
+
+
+def test_inspect_medmcqa_shuffled_against_local_server(local_server: LocalServer, tmp_path):
+    run_cli([cli("inspect"), "eval", "medfuzz/medmcqa", "--model", local_server.inspect_model,
+             "-T", "data=demo", "-T", "shuffle_choices=true", "-T", "seed=3", "--limit", "3",
+             "--max-tokens", "16", "--temperature", "0", "--log-dir", str(tmp_path), "--display", "plain"],
+            env=local_server.inspect_env())
+    run = read_inspect_log(next(tmp_path.glob("*.eval")))
+    assert run.n == 3 and run.reported == pytest.approx(run.recomputed)
+
+
+def test_lm_eval_generate_variant_with_chat_backend(local_server: LocalServer, tmp_path):
+    run_cli([cli("medfuzz-lm-eval"), "--model", "local-chat-completions", "--model_args",
+             local_server.lm_eval_chat_args(), "--apply_chat_template", "--tasks", "medqa_generate",
+             "--metadata", json.dumps({"data": "demo"}), "--limit", "3", "--log_samples",
+             "--output_path", str(tmp_path)])
+    run = read_lm_eval_output(tmp_path, "medqa_generate", metric="exact_match")
+    assert run.n == 3 and run.reported == pytest.approx(run.recomputed)
+
+
+def test_plain_lm_eval_sees_tasks_through_include_path(tmp_path):
+    tasks_path = run_cli([cli("medfuzz"), "tasks-path"]).strip().splitlines()[-1]
+    listing = run_cli([cli("lm_eval"), "ls", "tasks", "--include_path", tasks_path])
+    for name in ("medqa", "medqa_generate", "medmcqa", "medmcqa_generate"):
+        assert re.search(rf"\b{name}\b", listing), name
+    ours = run_cli([cli("medfuzz-lm-eval"), "ls", "tasks"])
+    assert re.search(r"\bmedqa_generate\b", ours)

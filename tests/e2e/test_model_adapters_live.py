@@ -1,0 +1,65 @@
+"""The engine-side model adapters against the real embedded model server."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from medfuzz.benchmarks import load_items
+from medfuzz.benchmarks.prompts import format_question
+from medfuzz.local import LOCAL_API_KEY, MODEL_ALIAS, LocalServer
+from medfuzz.models import ChatMessage
+from medfuzz.models.openai_compat import OpenAIChatModel
+
+pytestmark = pytest.mark.e2e
+
+
+def letter_prompt() -> list[ChatMessage]:
+    item = load_items("medqa", "demo", limit=1)[0]
+    return [ChatMessage("user", f"{format_question(item)}\n\nAnswer with the letter of the correct option only.")]
+
+
+async def test_openai_adapter_gets_letter_logprobs(local_server: LocalServer):
+    model = OpenAIChatModel(MODEL_ALIAS, base_url=local_server.base_url, api_key=LOCAL_API_KEY)
+    out = await model.generate(letter_prompt(), max_tokens=4, temperature=0.0, seed=0, letters="ABCD")
+    assert out.ok, out.error
+    assert out.usage.input_tokens > 50 and out.usage.output_tokens >= 1
+    assert out.letter_logprobs, f"no letter logprobs for reply {out.text!r}"
+    assert all(value <= 0 for value in out.letter_logprobs.values())
+    assert sum(math.exp(v) for v in out.letter_logprobs.values()) <= 1.0 + 1e-6
+    # greedy decoding: the chosen letter is the most likely one
+    assert out.text.strip()[0] == max(out.letter_logprobs, key=out.letter_logprobs.get)
+
+
+async def test_openai_adapter_records_unreachable_server_as_error():
+    model = OpenAIChatModel(MODEL_ALIAS, base_url="http://127.0.0.1:9/v1", api_key="x", max_retries=0, timeout=5)
+    out = await model.generate(letter_prompt(), max_tokens=4)
+    assert not out.ok and "Connection" in out.error
+
+
+async def test_inspect_adapter_against_local_server(local_server: LocalServer, monkeypatch):
+    from inspect_ai.model import get_model
+
+    from medfuzz.adapters.inspect_model import InspectChatModel
+
+    for key, value in local_server.inspect_env().items():
+        monkeypatch.setenv(key, value)
+    model = InspectChatModel(get_model(local_server.inspect_model))
+    out = await model.generate(letter_prompt(), max_tokens=4, temperature=0.0, letters="ABCD")
+    assert out.ok, out.error
+    assert out.letter_logprobs and out.usage.input_tokens > 50
+
+
+async def test_lm_eval_adapter_exact_letters_against_local_server(local_server: LocalServer):
+    pytest.importorskip("transformers")
+    from lm_eval.api.registry import get_model
+
+    from medfuzz.adapters.lm_eval_model import LMEvalChatModel
+
+    lm = get_model("local-completions").create_from_arg_string(local_server.lm_eval_completions_args())
+    model = LMEvalChatModel(lm, name="local-completions", apply_chat_template=False)
+    out = await model.generate(letter_prompt(), max_tokens=4, letters="ABCD")
+    assert out.ok, out.error
+    assert set(out.letter_logprobs) == set("ABCD")  # exact: every letter, no top-k cut-off
+    assert 0.0 < sum(math.exp(v) for v in out.letter_logprobs.values()) <= 1.0 + 1e-6

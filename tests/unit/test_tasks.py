@@ -1,0 +1,70 @@
+"""Task definitions driven offline: Inspect with the scripted provider, lm-eval hooks directly."""
+
+from __future__ import annotations
+
+import yaml
+
+from medfuzz.benchmarks import load_items
+from medfuzz.tasks import LM_EVAL_TASKS_PATH
+from medfuzz.tasks.lm_eval_hooks import medmcqa_docs, medqa_docs
+
+
+def test_inspect_medqa_scores_letters_and_shuffles(tmp_path):
+    from inspect_ai import eval as inspect_eval
+
+    from medfuzz.tasks.baselines import medqa
+    from tests.scripted_inspect import SCRIPT
+
+    SCRIPT[:] = ["ANSWER: C", "ANSWER: A", "ANSWER: B"]
+    log = inspect_eval(medqa(data="demo", limit=3), model="medfuzz-scripted/x", log_dir=str(tmp_path),
+                       display="none")[0]
+    assert log.status == "success"
+    values = [s.scores["choice"].value for s in log.samples]
+    assert [s.target for s in log.samples] == ["C", "A", "D"] and values == ["C", "C", "I"]
+    assert log.results.scores[0].metrics["accuracy"].value == 2 / 3
+
+    shuffled = medqa(data="demo", limit=3, shuffle_choices=True, seed=5).dataset
+    again = medqa(data="demo", limit=3, shuffle_choices=True, seed=5).dataset
+    items = load_items("medqa", "demo", limit=3)
+    for sample, same, item in zip(shuffled, again, items, strict=True):
+        assert sample.choices == same.choices and sample.target == same.target
+        position = "ABCD".index(sample.target)
+        assert sample.choices[position] == item.clean_options()[item.answer]
+
+
+def test_inspect_cot_prompt_style_changes_template():
+    from medfuzz.tasks.baselines import medmcqa
+
+    task = medmcqa(data="demo", limit=2, prompt_style="cot")
+    assert task.metadata["prompt_style"] == "cot" and len(task.dataset) == 2
+
+
+def test_lm_eval_docs_from_metadata():
+    docs = medqa_docs(data="demo", version=1.0, pretrained="ignored-model-arg")["test"]
+    assert len(docs) == 50
+    first = docs[0]
+    assert first["letters"] == ["A", "B", "C", "D"] and first["answer_index"] == 2
+    assert first["prompt"].startswith("Question: A 21-year-old") and first["prompt"].endswith("\nAnswer:")
+    assert "\nC. Ceftriaxone\n" in first["prompt"]
+
+
+def test_lm_eval_docs_per_benchmark_override_and_shuffle():
+    docs = medmcqa_docs(data="missing.jsonl", medmcqa_data="demo", shuffle_choices="true", seed=3)["test"]
+    items = load_items("medmcqa", "demo")
+    for doc, item in zip(docs, items, strict=True):
+        assert doc["choices"][doc["answer_index"]] == item.clean_options()[item.answer]
+    assert [d["answer_index"] for d in docs] != [i.answer_index for i in items]
+
+
+def test_lm_eval_yaml_files_reference_existing_hooks():
+    import importlib
+
+    for path in LM_EVAL_TASKS_PATH.rglob("*.yaml"):
+        text = path.read_text()
+        for line in text.splitlines():
+            if "!function" in line:
+                dotted = line.split("!function", 1)[1].strip()
+                module, name = dotted.rsplit(".", 1)
+                assert hasattr(importlib.import_module(module), name), f"{path}: {dotted}"
+        config = yaml.safe_load(text.replace("!function", ""))
+        assert config["task"]
