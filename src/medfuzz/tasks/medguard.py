@@ -9,8 +9,7 @@ from typing import Any
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset
-from inspect_ai.scorer import Score, Target, metric, scorer
-from inspect_ai.scorer._metric import Metric, SampleScore
+from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
 from inspect_ai.solver import Solver, TaskState, multiple_choice, system_message
 
 from medfuzz.medguard import builders
