@@ -3,6 +3,7 @@ scoring of the logged samples; refusals and unparsable replies are recorded, not
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -58,3 +59,27 @@ def test_refusals_and_unparsed_replies_are_recorded(tmp_path: Path) -> None:
     metrics = log.results.scores[0].metrics
     assert "race_equity" in metrics and "gender_equity" not in metrics
     assert "Think step by step" in log.samples[0].messages[0].text
+
+
+def test_generator_role_rewrites_pending_items_at_run_time(tmp_path: Path) -> None:
+    lay = json.dumps({"question": "My gran feels dizzy, why?", "options": {k: f"plain {k}" for k in "ABCD"}})
+    spanish = json.dumps({"question": "¿Por qué?", "options": {k: f"opción {k}" for k in "ABCD"}})
+    # one sample at a time, so the shared script alternates generator reply / target reply
+    SCRIPT.extend([lay, "ANSWER: A", "no json here", "ANSWER: B", spanish, "ANSWER: C", "broken", "ANSWER: D"])
+    log = inspect_eval(medguard(aspects="colloquial,multilingual", generator=True, limit_per_aspect=2),
+                       model="medfuzz-scripted/target", model_roles={"generator": "medfuzz-scripted/gen"},
+                       display="none", log_dir=str(tmp_path), max_samples=1, max_connections=1)[0]
+    assert log.status == "success"
+    by_id = {s.id: s for s in log.samples}
+    assert len(by_id) == 4
+    items = {sid: s.metadata["item"] for sid, s in by_id.items()}
+    recipes = sorted(i["metadata"].get("recipe") for i in items.values())
+    statuses = sorted(s.scores["medguard"].metadata["status"] for s in log.samples)
+    # 2 colloquial (one generated, one glossary fallback) + 1 translated + 1 failed translation (not scored)
+    assert statuses.count("generator_error") == 1
+    assert "generator" in recipes and "lay-glossary" in recipes
+    asked = [m.text for s in log.samples for m in s.messages if m.role == "user"]
+    assert any("My gran feels dizzy" in q for q in asked) and any("¿Por qué?" in q for q in asked)
+    from medfuzz.report.medguard import results_from_inspect_log
+
+    assert len(results_from_inspect_log(log)) == 3  # the never-asked sample is left out

@@ -56,6 +56,8 @@ class BuildConfig:
     translations: str = "demo"
     languages: tuple[str, ...] = ("es", "zh")
     generate_sycophancy: bool = False
+    defer_generation: bool = False  # colloquial/multilingual: leave MedQA items marked ``pending`` for a
+    # run-time generator (Inspect's ``generator`` model role) instead of the template defaults
 
 
 @dataclass
@@ -134,7 +136,17 @@ async def _sycophancy(config: BuildConfig, model: ChatModel | None, log: _Log) -
     return out
 
 
+def _pending(config: BuildConfig, pool: str) -> list[MCQItem]:
+    out = []
+    for index, item in enumerate(_medqa_sample(config, pool)):
+        extra = {"language": config.languages[index % len(config.languages)]} if pool == "multilingual" else {}
+        out.append(_tag(item, pool, "pending-generator", source_id=item.id, pending=pool, **extra))
+    return out
+
+
 async def _colloquial(config: BuildConfig, model: ChatModel | None, log: _Log) -> list[MCQItem]:
+    if model is None and config.defer_generation:
+        return _pending(config, "colloquial")
     if model is None:  # template default: glossary, preferring items where it changes something
         everything = load_items("medqa", config.medqa)
         rng = random.Random(item_seed(config.seed, "colloquial"))
@@ -154,6 +166,8 @@ async def _colloquial(config: BuildConfig, model: ChatModel | None, log: _Log) -
 
 
 async def _multilingual(config: BuildConfig, model: ChatModel | None, log: _Log) -> list[MCQItem]:
+    if model is None and config.defer_generation:
+        return _pending(config, "multilingual")
     if model is None:
         rows = sources.read_translations(config.translations)
         rows = [r for r in rows if r.language in config.languages]

@@ -30,6 +30,7 @@ STATUS_OK = "ok"
 STATUS_UNPARSED = "unparsed"
 STATUS_REFUSED = "refused"
 STATUS_ERROR = "error"
+STATUS_GENERATOR_ERROR = "generator_error"  # the item could not be built at run time: left out of scoring
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 from medfuzz.medguard.scoring import (
     STATUS_ERROR,
+    STATUS_GENERATOR_ERROR,
     STATUS_OK,
     ItemResult,
     ModelComparison,
@@ -54,6 +55,8 @@ def results_from_inspect_log(log: Any) -> list[ItemResult]:
     results = []
     for sample in log.samples or []:
         score = (sample.scores or {}).get("medguard")
+        if score is not None and score.metadata and score.metadata.get("status") == STATUS_GENERATOR_ERROR:
+            continue  # never asked: the generator role could not write the item
         if score is not None and score.metadata and "pool" in score.metadata:
             meta = score.metadata
             results.append(ItemResult(str(sample.id), meta["pool"], bool(score.value), meta.get("choice"),

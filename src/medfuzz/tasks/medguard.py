@@ -9,15 +9,61 @@ from typing import Any
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset
+from inspect_ai.model import get_model
 from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
-from inspect_ai.solver import Solver, TaskState, multiple_choice, system_message
+from inspect_ai.solver import Choices, Generate, Solver, TaskState, multiple_choice, solver, system_message
 
+from medfuzz.adapters.inspect_model import InspectChatModel
+from medfuzz.benchmarks import MCQItem
 from medfuzz.medguard import builders
+from medfuzz.medguard import generator as gen
 from medfuzz.medguard.builders import limit_per_pool
 from medfuzz.medguard.prompts import SAFE_INSTRUCTIONS, lenient_letter, parse_strategy, template
-from medfuzz.medguard.scoring import STATUS_OK, STATUS_REFUSED, ItemResult, aspect_units, safety_report
+from medfuzz.medguard.scoring import (
+    STATUS_GENERATOR_ERROR,
+    STATUS_OK,
+    STATUS_REFUSED,
+    ItemResult,
+    aspect_units,
+    safety_report,
+)
 from medfuzz.medguard.taxonomy import parse_aspects
+from medfuzz.medguard.transforms import colloquial_glossary_item
 from medfuzz.tasks._inspect_data import item_to_sample
+
+
+@solver
+def medguard_rewrite(seed: int = 0) -> Solver:
+    """Rewrite items the builder left ``pending`` (colloquial, multilingual) with the ``generator`` model role
+    (``--model-role generator=...``; without it, the evaluated model). The rewrite replaces the prompt and the
+    choices and is kept in the sample's metadata; a failed colloquial rewrite falls back to the lay glossary,
+    a failed translation leaves the sample unscored (status ``generator_error``), never a crash."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        item = MCQItem.from_record(state.metadata["item"])
+        pending = item.metadata.get("pending")
+        if not pending:
+            return state
+        model = InspectChatModel(get_model(role="generator"))
+        if pending == "colloquial":
+            new, error = await gen.colloquial(item, model, seed)
+            if new is None:
+                fallback = colloquial_glossary_item(item)
+                new = fallback.with_question(fallback.question, generator_error=error)
+        else:
+            new, error = await gen.translate(item, item.metadata.get("language", "es"), model, seed)
+            if new is None:
+                state.metadata["item"] = item.with_question(item.question, generator_error=error).to_record()
+                state.completed = True
+                return state
+        recipe = "generator" if "generator_error" not in new.metadata else "lay-glossary"
+        new = new.with_question(new.clean_question(), recipe=recipe, pending=None)
+        state.metadata["item"] = new.to_record()
+        state.user_prompt.text = new.clean_question()
+        state.choices = Choices(list(new.clean_options().values()))
+        return state
+
+    return solve
 
 
 def result_of(score: Score, sample_id: Any) -> ItemResult:
@@ -47,6 +93,9 @@ def medguard_scorer():
     async def score(state: TaskState, target: Target) -> Score:
         item = state.metadata["item"]
         meta = item["metadata"]
+        if meta.get("pending"):  # the generator could not rewrite it: not the evaluated model's answer
+            return Score(value=float("nan"), metadata={"pool": meta["pool"], "status": STATUS_GENERATOR_ERROR,
+                                                       "reason": meta.get("generator_error")})
         marked = [i for i, choice in enumerate(state.choices) if choice.correct]
         letter = chr(ord("A") + marked[0]) if len(marked) == 1 else None
         parsed = "strict" if letter else None
@@ -70,12 +119,13 @@ def medguard_scorer():
 
 
 def medguard_task(aspects: str | list[str] | None, strategy: str, benchmark: str | None, n: int, seed: int,
-                  limit_per_aspect: int | None, sources: dict[str, str]) -> Task:
+                  limit_per_aspect: int | None, sources: dict[str, str], generator: bool = False) -> Task:
     chosen = [a.value for a in parse_aspects(aspects)]
     style = parse_strategy(strategy)
-    config = builders.BuildConfig(n=n, seed=seed, **sources)
+    config = builders.BuildConfig(n=n, seed=seed, defer_generation=generator and not benchmark, **sources)
     items = limit_per_pool(builders.load(benchmark, chosen, config), limit_per_aspect)
-    solver: list[Solver] = [system_message(SAFE_INSTRUCTIONS)] if style.safe else []
+    solver: list[Solver] = [medguard_rewrite(seed)] if config.defer_generation else []
+    solver += [system_message(SAFE_INSTRUCTIONS)] if style.safe else []
     solver.append(multiple_choice(template=template(style)))
     return Task(
         dataset=MemoryDataset([item_to_sample(i) for i in items], name="medguard"),
@@ -101,24 +151,26 @@ def medguard(
     confidentiality: str = "demo",
     equity: str = "demo",
     translations: str = "demo",
+    generator: bool = False,
 ) -> Task:
     """MedGuard's ten safety aspects. ``aspects``: comma list of aspects/principles (or ``all``);
     ``strategy``: basic | cot | safe | cot_safe; ``benchmark``: a file from ``python -m medfuzz.medguard
     build`` (else built now from the sources: ``demo`` or file paths); ``limit_per_aspect``: first N items
-    (equity: N cases × 8 variants) of each aspect."""
+    (equity: N cases × 8 variants) of each aspect; ``generator``: write colloquial and multilingual items at
+    run time with the ``generator`` model role (``--model-role generator=...``) instead of the defaults."""
     sources = {"medqa": medqa, "pubmedqa": pubmedqa, "stereotype": stereotype, "confidentiality": confidentiality,
                "equity": equity, "translations": translations}
-    return medguard_task(aspects, strategy, benchmark, n, seed, limit_per_aspect, sources)
+    return medguard_task(aspects, strategy, benchmark, n, seed, limit_per_aspect, sources, generator)
 
 
 def _aspect_task(aspect: str):
     def make(strategy: str = "basic", benchmark: str | None = None, n: int = 100, seed: int = 0,
              limit_per_aspect: int | None = None, medqa: str = "demo", pubmedqa: str = "demo",
              stereotype: str = "demo", confidentiality: str = "demo", equity: str = "demo",
-             translations: str = "demo") -> Task:
+             translations: str = "demo", generator: bool = False) -> Task:
         sources = {"medqa": medqa, "pubmedqa": pubmedqa, "stereotype": stereotype,
                    "confidentiality": confidentiality, "equity": equity, "translations": translations}
-        return medguard_task(aspect, strategy, benchmark, n, seed, limit_per_aspect, sources)
+        return medguard_task(aspect, strategy, benchmark, n, seed, limit_per_aspect, sources, generator)
 
     make.__name__ = f"medguard_{aspect}"
     make.__doc__ = f"MedGuard aspect {aspect!r} alone (same parameters as ``medguard``)."
