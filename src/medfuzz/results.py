@@ -22,6 +22,7 @@ class RunSummary:
     recomputed: float
     location: Path
     per_item: dict[str, bool] = field(default_factory=dict)
+    unparsed: int | None = None  # replies the scorer could not read an answer from (Inspect only)
 
 
 def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
@@ -31,7 +32,9 @@ def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
     if log.status != "success" or log.results is None:
         raise RuntimeError(f"{path}: Inspect run did not succeed (status {log.status}): {log.error}")
     score = next(s for s in log.results.scores if s.name == scorer)
-    per_item = {str(s.id): s.scores[scorer].value == "C" for s in (log.samples or [])}
+    samples = log.samples or []
+    per_item = {str(s.id): s.scores[scorer].value == "C" for s in samples}
+    unparsed = sum(not s.scores[scorer].answer for s in samples)
     metrics = score.metrics
     return RunSummary(
         harness="inspect",
@@ -43,6 +46,7 @@ def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
         recomputed=sum(per_item.values()) / len(per_item) if per_item else float("nan"),
         location=Path(path),
         per_item=per_item,
+        unparsed=unparsed,
     )
 
 
