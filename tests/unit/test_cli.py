@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from medfuzz.cli import main
+from medfuzz.tasks import LM_EVAL_TASKS_PATH
+
+
+def test_tasks_path_prints_the_yaml_folder(capsys):
+    assert main(["tasks-path"]) == 0
+    printed = Path(capsys.readouterr().out.strip())
+    assert printed == LM_EVAL_TASKS_PATH and (printed / "medqa" / "medqa.yaml").is_file()
+
+
+def test_lm_eval_wrapper_adds_our_folder_before_user_paths(tmp_path, monkeypatch):
+    import lm_eval.tasks
+
+    from medfuzz import lm_eval_cli
+
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager", lm_eval.tasks.TaskManager)  # restored after the test
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "medqa.yaml").write_text(
+        "task: medqa\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: x.jsonl\n"
+        "output_type: multiple_choice\ntest_split: test\ndoc_to_text: q\ndoc_to_choice: [A, B]\ndoc_to_target: 0\n"
+    )
+    lm_eval_cli._install_task_path()
+    manager = lm_eval.tasks.TaskManager(include_path=str(user))
+    assert {"medqa", "medqa_generate", "medmcqa", "medmcqa_generate"} <= set(manager.all_tasks)
+    # the user's task of the same name wins, as with plain lm_eval
+    assert Path(manager._index["medqa"].yaml_path).parent == user
+    lm_eval_cli._install_task_path()  # idempotent: no double wrapping
+    assert lm_eval.tasks.TaskManager._medfuzz_wrapped
+    plain = lm_eval.tasks.TaskManager()
+    assert Path(plain._index["medqa"].yaml_path).parent == LM_EVAL_TASKS_PATH / "medqa"
