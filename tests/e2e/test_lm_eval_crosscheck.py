@@ -23,7 +23,7 @@ ROWS = [0, 1, 2, 3, 26]  # bundled row 27 (index 26) has a question ending in a 
 
 
 def _samples(folder: Path, task: str) -> dict[int, dict]:
-    path = next(folder.rglob(f"samples_{task}_*.jsonl"))
+    path = next(folder.rglob(f"samples_{task}_2*.jsonl"))  # _2: the timestamp, so medqa ≠ medqa_4options
     return {record["doc_id"]: record for record in map(json.loads, path.read_text().splitlines())}
 
 
@@ -64,7 +64,7 @@ def test_medqa_matches_builtin_medqa_4options(tmp_path):
     for doc_id, item in enumerate(items):
         mine, builtin = ours[doc_id], theirs[doc_id]
         assert mine["doc"]["question"] == clean_text(builtin["doc"]["sent1"])
-        assert mine["target"] == builtin["target"] == item.answer_index
+        assert str(mine["target"]) == str(builtin["target"]) == str(item.answer_index)
         prompt_ours = mine["arguments"]["gen_args_0"]["arg_0"]
         prompt_builtin = builtin["arguments"]["gen_args_0"]["arg_0"]
         scores_ours = [float(r[0][0]) for r in mine["resps"]]

@@ -33,3 +33,22 @@ def test_lm_eval_wrapper_adds_our_folder_before_user_paths(tmp_path, monkeypatch
     assert lm_eval.tasks.TaskManager._medfuzz_wrapped
     plain = lm_eval.tasks.TaskManager()
     assert Path(plain._index["medqa"].yaml_path).parent == LM_EVAL_TASKS_PATH / "medqa"
+
+
+def test_lm_eval_samples_are_read_per_task_not_by_prefix(tmp_path):
+    import json
+
+    from medfuzz.results import read_lm_eval_output
+
+    run = tmp_path / "model"
+    run.mkdir()
+    (run / "results_2026-01-01T00-00-00.json").write_text(json.dumps({"results": {
+        "medqa": {"acc,none": 0.5, "acc_stderr,none": 0.5},
+        "medqa_generate": {"exact_match,none": 0.0}}}))
+    (run / "samples_medqa_2026-01-01T00-00-00.jsonl").write_text(
+        "\n".join(json.dumps({"doc": {"id": f"q{i}"}, "acc": float(i)}) for i in (0, 1)))
+    (run / "samples_medqa_generate_2026-01-01T00-00-00.jsonl").write_text(
+        json.dumps({"doc": {"id": "q9"}, "exact_match": 0.0}))
+    summary = read_lm_eval_output(tmp_path, "medqa")
+    assert summary.per_item == {"q0": False, "q1": True}
+    assert summary.reported == summary.recomputed == 0.5 and summary.stderr == 0.5
