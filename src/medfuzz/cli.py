@@ -88,6 +88,20 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from medfuzz.report import render_all
+
+    written = render_all([Path(p) for p in args.logs], Path(args.out))
+    files = [path for paths in written.values() for path in paths]
+    for method, paths in written.items():
+        for path in paths:
+            print(f"{method}: {path}")
+    if not files:
+        print("medfuzz report: no MedFuzz, TCES or MedGuard results found in", ", ".join(args.logs))
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="medfuzz", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -106,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--limit", type=int, default=None, help="first N items of the 50 bundled")
     demo.add_argument("--threads", type=int, default=2)
     demo.set_defaults(func=_demo)
+
+    report = commands.add_parser("report", help="plots and tables from Inspect logs / lm-eval results")
+    report.add_argument("logs", nargs="+", help="log files or folders (searched recursively)")
+    report.add_argument("--out", default="report", help="folder for the plots and tables")
+    report.set_defaults(func=_report)
     return parser
 
 

@@ -52,3 +52,16 @@ def test_lm_eval_samples_are_read_per_task_not_by_prefix(tmp_path):
     summary = read_lm_eval_output(tmp_path, "medqa")
     assert summary.per_item == {"q0": False, "q1": True}
     assert summary.reported == summary.recomputed == 0.5 and summary.stderr == 0.5
+
+
+def test_report_finds_nothing_in_a_baseline_only_folder(tmp_path, capsys):
+    (tmp_path / "logs").mkdir()
+    assert main(["report", str(tmp_path / "logs"), "--out", str(tmp_path / "out")]) == 1
+    assert "no MedFuzz, TCES or MedGuard results" in capsys.readouterr().out
+
+
+def test_report_rejects_a_missing_path(tmp_path):
+    import pytest
+
+    with pytest.raises(FileNotFoundError, match="no such log file or folder"):
+        main(["report", str(tmp_path / "absent")])
