@@ -57,7 +57,9 @@ def _newest(folder: Path, pattern: str) -> Path:
     return found[-1]
 
 
-def read_lm_eval_output(folder: str | Path, task: str, metric: str = "acc") -> RunSummary:
+def read_lm_eval_output(folder: str | Path, task: str, metric: str = "acc", filter_name: str = "none") -> RunSummary:
+    """Summary of one task of an lm-eval run; ``filter_name`` is the task's filter (``letter`` for the
+    generate variants), which lm-eval appends to metric names."""
     folder = Path(folder)
     results_file = _newest(folder, "results_*.json")
     results = json.loads(results_file.read_text())["results"][task]
@@ -66,13 +68,14 @@ def read_lm_eval_output(folder: str | Path, task: str, metric: str = "acc") -> R
     per_item: dict[str, bool] = {}
     for line in samples_file.read_text().splitlines():
         record = json.loads(line)
-        per_item[str(record["doc"]["id"])] = bool(record[metric])
-    stderr = results.get(f"{metric}_stderr,none")
+        if record.get("filter", filter_name) == filter_name:  # one record per (doc, filter)
+            per_item[str(record["doc"]["id"])] = bool(record[metric])
+    stderr = results.get(f"{metric}_stderr,{filter_name}")
     return RunSummary(
         harness="lm-eval",
         task=task,
         metric=metric,
-        reported=float(results[f"{metric},none"]),
+        reported=float(results[f"{metric},{filter_name}"]),
         stderr=float(stderr) if isinstance(stderr, int | float) else None,
         n=len(per_item),
         recomputed=sum(per_item.values()) / len(per_item) if per_item else float("nan"),
