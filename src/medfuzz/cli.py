@@ -57,15 +57,17 @@ def _demo(args: argparse.Namespace) -> int:
     limit = ["--limit", str(args.limit)] if args.limit else []
     started = time.monotonic()
     with start_server(threads=args.threads, log_path=out / "server.log") as server:
-        print(f"medfuzz demo: {server.inspect_model} at {server.base_url}", flush=True)
+        print(f"medfuzz demo: Inspect with {server.inspect_model} at {server.base_url}", flush=True)
         env = {**os.environ, **server.inspect_env(), "INSPECT_LOG_DIR": str(out / "inspect")}
         _run([_script("inspect"), "eval", "medfuzz/medqa", "--model", server.inspect_model,
               "-T", "data=demo", *limit, "--max-tokens", "64", "--temperature", "0", "--seed", "0",
               "--log-dir", str(out / "inspect"), "--display", "plain"], env, out / "inspect.out")
-        _run([_script("medfuzz-lm-eval"), "--model", "local-completions",
-              "--model_args", server.lm_eval_completions_args(), "--tasks", "medqa",
-              "--metadata", json.dumps({"data": "demo"}), *limit, "--output_path", str(out / "lm-eval"),
-              "--log_samples"], env, out / "lm-eval.out")
+    # lm-eval runs the same GGUF in-process through llama.cpp (the server's echo logprobs are misaligned,
+    # see docs/foundation.md), so the server is already stopped
+    _run([_script("medfuzz-lm-eval"), "--model", "medfuzz-local",
+          "--model_args", f"n_threads={args.threads}", "--tasks", "medqa",
+          "--metadata", json.dumps({"data": "demo"}), *limit, "--output_path", str(out / "lm-eval"),
+          "--log_samples"], {**os.environ}, out / "lm-eval.out")
     inspect_log = sorted((out / "inspect").glob("*.eval"), key=lambda p: p.stat().st_mtime)[-1]
     runs = [read_inspect_log(inspect_log), read_lm_eval_output(out / "lm-eval", "medqa")]
     print(f"\nmedfuzz demo: SmolLM2-135M-Instruct (embedded) on the bundled MedQA dev sample "
@@ -73,7 +75,11 @@ def _demo(args: argparse.Namespace) -> int:
     for run in runs:
         stderr = f" ± {run.stderr:.3f}" if run.stderr is not None else ""
         print(f"  {run.harness:8s} {run.task:14s} {run.metric:9s} {run.reported:.3f}{stderr}  n={run.n}  "
-              f"(recomputed from samples: {run.recomputed:.3f})\n           {run.location}")
+              f"(recomputed from samples: {run.recomputed:.3f})")
+        if run.unparsed:
+            print(f"           {run.unparsed}/{run.n} replies lacked the 'ANSWER: <letter>' line Inspect asks for "
+                  "and were scored wrong")
+        print(f"           {run.location}")
     shared = set(runs[0].per_item) & set(runs[1].per_item)
     both = sum(runs[0].per_item[i] == runs[1].per_item[i] for i in shared)
     print(f"  same correctness in both harnesses on {both}/{len(shared)} items "
@@ -97,6 +103,20 @@ def _compare(args: argparse.Namespace) -> int:
     if args.out:
         for written in render(paths, Path(args.out)):
             print(f"wrote {written}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from medfuzz.report import render_all
+
+    written = render_all([Path(p) for p in args.logs], Path(args.out))
+    files = [path for paths in written.values() for path in paths]
+    for method, paths in written.items():
+        for path in paths:
+            print(f"{method}: {path}")
+    if not files:
+        print("medfuzz report: no MedFuzz, TCES or MedGuard results found in", ", ".join(args.logs))
+        return 1
     return 0
 
 
@@ -124,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--out", default=None, help="also write per-model bar charts and tables here")
     comp.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm correction")
     comp.set_defaults(func=_compare)
+
+    report = commands.add_parser("report", help="plots and tables from Inspect logs / lm-eval results")
+    report.add_argument("logs", nargs="+", help="log files or folders (searched recursively)")
+    report.add_argument("--out", default="report", help="folder for the plots and tables")
+    report.set_defaults(func=_report)
     return parser
 
 

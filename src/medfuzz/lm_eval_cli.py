@@ -40,9 +40,9 @@ def register_models() -> None:
 
     import lm_eval.models  # noqa: F401
 
-    # medfuzz-local runs through lm-eval's hf backend, which needs the 'hf' extra (transformers, accelerate)
-    if all(importlib.util.find_spec(name) for name in ("transformers", "accelerate")):
-        import medfuzz.adapters.lm_eval_models  # noqa: F401
+    # medfuzz-local runs the embedded GGUF through llama.cpp, which needs the 'local' extra
+    if importlib.util.find_spec("llama_cpp") is not None:
+        import medfuzz.adapters.llama_cpp_lm  # noqa: F401
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -47,26 +46,6 @@ def cache_dir() -> Path:
     return root
 
 
-def embedded_tokenizer_dir() -> Path:
-    """A Hugging Face tokenizer folder rebuilt from the GGUF's own tokenizer (cached).
-
-    lm-eval's ``local-completions`` needs an HF tokenizer to split context from continuation for
-    loglikelihood, and Inspect's ``hf/`` provider needs one beside the weights; the GGUF carries it.
-    """
-    gguf = embedded_gguf()
-    target = cache_dir() / f"tokenizer-{gguf.stem}"
-    if (target / "tokenizer_config.json").is_file():
-        return target
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        tokenizer.save_pretrained(tmp)
-        with contextlib.suppress(FileExistsError, OSError):
-            Path(tmp).rename(target)
-    return target
-
-
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -94,13 +73,6 @@ class LocalServer:
     def inspect_model(self) -> str:
         return f"openai-api/{INSPECT_SERVICE}/{MODEL_ALIAS}"
 
-    def lm_eval_completions_args(self) -> str:
-        return (
-            f"model={MODEL_ALIAS},base_url={self.base_url}/completions,"
-            f"tokenizer_backend=huggingface,tokenizer={embedded_tokenizer_dir()},num_concurrent=1,"
-            "max_retries=3,timeout=300"
-        )
-
     def lm_eval_chat_args(self) -> str:
         return f"model={MODEL_ALIAS},base_url={self.base_url}/chat/completions,num_concurrent=1"
 
@@ -113,10 +85,10 @@ class LocalServer:
             f"  export {env}",
             f"  inspect eval medfuzz/medqa --model {self.inspect_model} -T data=demo",
             "",
-            "lm-eval (loglikelihood tasks, e.g. medqa):",
-            f"  medfuzz-lm-eval --model local-completions --model_args {self.lm_eval_completions_args()} "
-            "--tasks medqa --metadata '{\"data\": \"demo\"}'",
-            "lm-eval (generation tasks, e.g. medqa_generate):",
+            "lm-eval, loglikelihood tasks (e.g. medqa): the same GGUF in-process through llama.cpp",
+            "  (this server's echo logprobs are misaligned, so local-completions would score wrongly):",
+            "  medfuzz-lm-eval --model medfuzz-local --tasks medqa --metadata '{\"data\": \"demo\"}'",
+            "lm-eval, generation tasks (e.g. medqa_generate), against this server:",
             f"  medfuzz-lm-eval --model local-chat-completions --model_args {self.lm_eval_chat_args()} "
             "--apply_chat_template --tasks medqa_generate --metadata '{\"data\": \"demo\"}'",
             "",
@@ -165,7 +137,7 @@ def launch_server(
         "--n_threads", str(threads),
         "--n_threads_batch", str(threads),
         "--n_ctx", str(context),
-        # prompt-token logprobs (echo) for lm-eval's loglikelihood requests need logits for every position
+        # llama-cpp-python refuses logprobs (the engines' answer-letter probabilities) without it
         "--logits_all", "True",
     ]
     log = log_path.open("wb")

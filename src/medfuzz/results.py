@@ -22,6 +22,7 @@ class RunSummary:
     recomputed: float
     location: Path
     per_item: dict[str, bool] = field(default_factory=dict)
+    unparsed: int | None = None  # replies the scorer could not read an answer from (Inspect only)
 
 
 def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
@@ -31,7 +32,9 @@ def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
     if log.status != "success" or log.results is None:
         raise RuntimeError(f"{path}: Inspect run did not succeed (status {log.status}): {log.error}")
     score = next(s for s in log.results.scores if s.name == scorer)
-    per_item = {str(s.id): s.scores[scorer].value == "C" for s in (log.samples or [])}
+    samples = log.samples or []
+    per_item = {str(s.id): s.scores[scorer].value == "C" for s in samples}
+    unparsed = sum(not s.scores[scorer].answer for s in samples)
     metrics = score.metrics
     return RunSummary(
         harness="inspect",
@@ -43,6 +46,7 @@ def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
         recomputed=sum(per_item.values()) / len(per_item) if per_item else float("nan"),
         location=Path(path),
         per_item=per_item,
+        unparsed=unparsed,
     )
 
 
@@ -53,21 +57,25 @@ def _newest(folder: Path, pattern: str) -> Path:
     return found[-1]
 
 
-def read_lm_eval_output(folder: str | Path, task: str, metric: str = "acc") -> RunSummary:
+def read_lm_eval_output(folder: str | Path, task: str, metric: str = "acc", filter_name: str = "none") -> RunSummary:
+    """Summary of one task of an lm-eval run; ``filter_name`` is the task's filter (``letter`` for the
+    generate variants), which lm-eval appends to metric names."""
     folder = Path(folder)
     results_file = _newest(folder, "results_*.json")
     results = json.loads(results_file.read_text())["results"][task]
-    samples_file = _newest(results_file.parent, f"samples_{task}_*.jsonl")
+    # "_2": the timestamp lm-eval appends, so task "medqa" does not pick up "medqa_generate" samples
+    samples_file = _newest(results_file.parent, f"samples_{task}_2*.jsonl")
     per_item: dict[str, bool] = {}
     for line in samples_file.read_text().splitlines():
         record = json.loads(line)
-        per_item[str(record["doc"]["id"])] = bool(record[metric])
-    stderr = results.get(f"{metric}_stderr,none")
+        if record.get("filter", filter_name) == filter_name:  # one record per (doc, filter)
+            per_item[str(record["doc"]["id"])] = bool(record[metric])
+    stderr = results.get(f"{metric}_stderr,{filter_name}")
     return RunSummary(
         harness="lm-eval",
         task=task,
         metric=metric,
-        reported=float(results[f"{metric},none"]),
+        reported=float(results[f"{metric},{filter_name}"]),
         stderr=float(stderr) if isinstance(stderr, int | float) else None,
         n=len(per_item),
         recomputed=sum(per_item.values()) / len(per_item) if per_item else float("nan"),

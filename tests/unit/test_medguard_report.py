@@ -97,3 +97,12 @@ def test_lm_eval_samples_are_read_like_inspect_results(tmp_path: Path) -> None:
     units = aspect_units(run.results.values())
     race = units[next(a for a in units if a.value == "race_equity")]
     assert race_equity_index(per_doc) == pytest.approx(sum(race.values()) / len(race))
+
+
+def test_medfuzz_report_dispatcher_includes_medguard(logs: Path, tmp_path: Path) -> None:
+    from medfuzz.report import render_all
+
+    written = render_all([logs], tmp_path / "all")
+    assert len([p for p in written["medguard"] if p.suffix == ".png"]) == 2
+    others = [p for p in logs.glob("*.eval") if "_medqa_" in p.name]
+    assert len(others) == 1 and render(others, tmp_path / "none") == []

@@ -1,1 +1,41 @@
-"""Reports over finished runs (Inspect logs, lm-eval output folders)."""
+"""``medfuzz report``: plots and tables from Inspect logs and lm-eval results.
+
+Each method contributes a module here with ``render(log_paths, out_dir) -> list[Path]`` that picks out the
+logs it understands and ignores the rest; ``render_all`` runs every one that is installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+RENDERERS = ("medfuzz.report.medfuzz", "medfuzz.report.tces", "medfuzz.report.medguard")
+
+
+def collect_logs(paths: list[Path]) -> list[Path]:
+    """Inspect ``.eval``/``.json`` logs and lm-eval ``results_*.json`` files under the given paths."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_file():
+            found.append(path)
+            continue
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: no such log file or folder")
+        found += sorted(path.rglob("*.eval"))
+        found += sorted(p for p in path.rglob("*.json") if not p.name.startswith("samples_"))
+    return found
+
+
+def render_all(paths: list[Path], out_dir: Path) -> dict[str, list[Path]]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    logs = collect_logs(paths)
+    written: dict[str, list[Path]] = {}
+    for name in RENDERERS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name == name:  # that method's reporting is not part of this installation
+                continue
+            raise
+        written[name.rsplit(".", 1)[1]] = module.render(logs, out_dir)
+    return written

@@ -245,6 +245,8 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if not load_runs(log_paths):
+        return []  # no MedGuard run among these logs (``medfuzz report`` passes every log it finds)
     result = compare(log_paths)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
