@@ -1,5 +1,6 @@
 """Inspect entry point (``[project.entry-points.inspect_ai] medfuzz``): importing registers the tasks."""
 
 from medfuzz.tasks.baselines import medmcqa, medqa
+from medfuzz.tasks.tces import tces_medmcqa, tces_medqa  # noqa: F401
 
 __all__ = ["medmcqa", "medqa"]

@@ -68,14 +68,19 @@ class SentenceEncoder:
 
     def _load(self):
         if self._model is None:
-            from sentence_transformers import SentenceTransformer, models
+            from sentence_transformers import SentenceTransformer
+
+            try:  # sentence-transformers >= 6 moved the module classes
+                from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+            except ImportError:  # pragma: no cover - older releases
+                from sentence_transformers.models import Pooling, Transformer
 
             try:
                 if self.pooling is None:
                     self._model = SentenceTransformer(self.path, device=self.device)
                 else:
-                    word = models.Transformer(self.path)
-                    pool = models.Pooling(word.get_word_embedding_dimension(), pooling_mode=self.pooling)
+                    word = Transformer(self.path)
+                    pool = Pooling(word.get_word_embedding_dimension(), pooling_mode=self.pooling)
                     self._model = SentenceTransformer(modules=[word, pool], device=self.device)
             except OSError as err:
                 raise MedfuzzError(f"could not load the embedding model {self.path!r} ({err}). Offline? Use the "
