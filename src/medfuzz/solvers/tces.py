@@ -223,6 +223,51 @@ def select_victim(typed: TypedOptions, item: MCQItem, resources: TCESResources) 
     return typed.distractors[d], anchor_vector, anchor
 
 
+def prepare(typed: TypedOptions, item: MCQItem, resources: TCESResources
+            ) -> tuple[Mention, dict[str, Any], np.ndarray, CandidatePool]:
+    """Victim, anchor evidence, cosine distances of every vocabulary entry to the key, and the candidate pool."""
+    victim, anchor_vector, anchor = select_victim(typed, item, resources)
+    distances = cosine_distances(anchor_vector, resources.vectors)
+    anchor = {**anchor, "victim_distance": float(distances[victim.index])}
+    return victim, anchor, distances, CandidatePool(len(resources.vocabulary), typed.excluded_indices())
+
+
+def item_rng(config: TCESConfig, item: MCQItem) -> np.random.Generator:
+    """The item's sampling generator: seeded by run seed and item id, the same in every harness and process."""
+    return np.random.default_rng(item_seed(config.seed, item.id))
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """A model-free single substitution (what the lm-eval transform tasks show the model)."""
+
+    victim: Mention
+    anchor: dict[str, Any]
+    vocab_index: int
+    replacement: str
+    distance_to_key: float
+    item: MCQItem
+
+
+def first_substitution(item: MCQItem, resources: TCESResources, config: TCESConfig) -> Substitution | str:
+    """The substitution a RandS/PDWS attack of ``item`` would try first (same seed, same draw), or the reason
+    there is none. DiscreteZOO needs the target's scores and has no model-free first step."""
+    if config.sampler == "zoo":
+        raise MedfuzzError("the model-free single substitution supports sampler rands or pdws, not zoo")
+    item = clean_item(item)
+    typed = type_options(item, resources.matcher)
+    if not typed.distractors:
+        return f"no {config.entity_type} entity in any distractor"
+    victim, anchor, distances, pool = prepare(typed, item, resources)
+    if len(pool) == 0:
+        return "no candidate entity left"
+    sampler = RandomSampler() if config.sampler == "rands" else PDWSSampler(config.n)
+    index = sampler.draw(pool, distances, item_rng(config, item))
+    replacement = resources.vocabulary.names[index]
+    return Substitution(victim, anchor, index, replacement, float(distances[index]),
+                        substituted_item(item, victim, replacement))
+
+
 class _Attack:
     """The state of one item's attack: the budget, the pool, the ledger and the attempts so far."""
 
@@ -305,12 +350,10 @@ async def attack_item(item: MCQItem, model: ChatModel, resources: TCESResources,
         result.outcome, result.reason = Outcome.ALREADY_WRONG, f"clean answer {clean.letter}, key {item.answer}"
         return result
 
-    victim, anchor_vector, anchor = select_victim(typed, item, resources)
-    distances = cosine_distances(anchor_vector, resources.vectors)
-    result.victim, result.anchor = victim, {**anchor, "victim_distance": float(distances[victim.index])}
-    pool = CandidatePool(len(resources.vocabulary), typed.excluded_indices())
+    victim, anchor, distances, pool = prepare(typed, item, resources)
+    result.victim, result.anchor = victim, anchor
     attack = _Attack(item, victim, distances, pool, model, resources, config, ledger)
-    rng = np.random.default_rng(item_seed(config.seed, item.id))
+    rng = item_rng(config, item)
     if config.sampler == "zoo":
         final = await attack.run_zoo(rng, float(clean.score if clean.score is not None else 1.0))
     else:
