@@ -21,8 +21,12 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
 
 def cosine_distances(anchor: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     """``h(k, e_j) = 1 - cos(k, e_j)`` for every row ``e_j``, clipped to ``[0, 2]`` (float round-off)."""
-    similarity = unit_rows(vectors) @ unit_rows(anchor)[0]
-    return np.clip(1.0 - similarity, 0.0, 2.0)
+    vectors = np.atleast_2d(np.asarray(vectors))
+    anchor = unit_rows(anchor)[0].astype(vectors.dtype if vectors.dtype.kind == "f" else np.float64)
+    norms = np.linalg.norm(vectors, axis=1)
+    dots = vectors @ anchor  # no normalised copy of the (large) vocabulary matrix
+    similarity = np.divide(dots, norms, out=np.zeros(len(vectors), dtype=np.float64), where=norms > 0)
+    return np.clip(1.0 - similarity.astype(np.float64), 0.0, 2.0)
 
 
 def pdws_log_weights(distances: np.ndarray, n: float) -> np.ndarray:
