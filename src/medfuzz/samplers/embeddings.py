@@ -80,7 +80,8 @@ class SentenceEncoder:
                     self._model = SentenceTransformer(self.path, device=self.device)
                 else:
                     word = Transformer(self.path)
-                    pool = Pooling(word.get_word_embedding_dimension(), pooling_mode=self.pooling)
+                    dimension = getattr(word, "get_embedding_dimension", None) or word.get_word_embedding_dimension
+                    pool = Pooling(dimension(), pooling_mode=self.pooling)
                     self._model = SentenceTransformer(modules=[word, pool], device=self.device)
             except OSError as err:
                 raise MedfuzzError(f"could not load the embedding model {self.path!r} ({err}). Offline? Use the "
