@@ -87,6 +87,7 @@ def _plot_budget_curves(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
         for run in sorted(members, key=lambda r: (r.sampler, r.n, r.budget)):
             curve = asr_by_budget(run.records, run.budget)
             ax.plot(range(1, run.budget + 1), [100 * v for v in curve], marker="o", label=run.label)
+        ax.set_ylim(0, 100)
         ax.set_xlabel("query budget")
         ax.set_ylabel("ASR (%) among items correct when clean")
         ax.set_title(f"{benchmark} {entity} — {model}", fontsize=9)
@@ -115,9 +116,11 @@ def _plot_n_sweeps(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
         top.plot(xs, [p[1].attacked_accuracy for p in points], marker="o", label="after attack")
         top.plot(xs, [p[1].clean_accuracy for p in points], linestyle="--", color="grey", label="clean")
         top.set_ylabel("accuracy")
+        top.set_ylim(0, 1)
         top.legend(fontsize=8)
         bottom.plot(xs, [p[1].gini_simpson for p in points], marker="s", color="tab:orange")
         bottom.set_ylabel("Gini-Simpson η")
+        bottom.set_ylim(0, 1)
         bottom.set_xlabel("PDWS exponent n (RandS at n = 0)")
         for axis in (top, bottom):
             axis.axvline(0.0, linestyle=":", color="black", linewidth=0.8)
