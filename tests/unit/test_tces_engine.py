@@ -192,6 +192,11 @@ def test_parse_letter_and_config_validation() -> None:
     assert parse_letter("A.", "ABCD") == "A"
     assert parse_letter("Answer: E", "ABCD") is None
     assert parse_letter("I think so", "ABCD") is None  # the pronoun "I" is not an option letter here
+    options = {"A": "Cyclic vomiting syndrome", "B": "Gastroenteritis", "C": "Gastroenteritis", "D": "Croup"}
+    assert parse_letter("Cyclic vomiting syndrome.", "ABCD", options) == "A"  # the option text, repeated
+    assert parse_letter("croup", "ABCD", options) == "D"
+    assert parse_letter("Gastroenteritis", "ABCD", options) is None  # two options read the same: ambiguous
+    assert parse_letter("vomiting", "ABCD", options) is None
     with pytest.raises(MedfuzzError, match="sampler"):
         TCESConfig(sampler="beam")
     with pytest.raises(MedfuzzError, match="budget"):

@@ -37,7 +37,7 @@ from medfuzz.samplers.sampling import (
     zoo_gradient,
     zoo_step_target,
 )
-from medfuzz.samplers.vocab import ENTITY_TYPES, Vocabulary, load_vocabulary
+from medfuzz.samplers.vocab import ENTITY_TYPES, Vocabulary, load_vocabulary, normalise_name
 
 TARGET_ROLE = "target"
 INSTRUCTION = "Answer the following multiple choice question with the letter of the correct option only."
@@ -172,11 +172,17 @@ class TCESResult:
 _LETTER = re.compile(r"\b([A-J])\b")
 
 
-def parse_letter(text: str, letters: Sequence[str]) -> str | None:
-    """The first stand-alone option letter in a reply (``"B"``, ``"B."``, ``"(B) ..."``, ``"Answer: B"``)."""
+def parse_letter(text: str, letters: Sequence[str], options: dict[str, str] | None = None) -> str | None:
+    """The first stand-alone option letter in a reply (``"B"``, ``"B."``, ``"(B) ..."``, ``"Answer: B"``); failing
+    that, the letter of the one option whose text the reply repeats exactly (case and punctuation aside)."""
     for match in _LETTER.finditer(text):
         if match.group(1) in letters:
             return match.group(1)
+    if options:
+        reply = normalise_name(text)
+        same = [letter for letter, option in options.items() if reply and normalise_name(option) == reply]
+        if len(same) == 1:
+            return same[0]
     return None
 
 
@@ -190,7 +196,7 @@ async def ask(model: ChatModel, item: MCQItem, config: TCESConfig, ledger: Usage
     ledger.record(TARGET_ROLE, generation)
     if not generation.ok:
         return Answer(None, None, generation.text, generation.error)
-    letter = parse_letter(generation.text, item.letters)
+    letter = parse_letter(generation.text, item.letters, item.options)
     if letter is None:
         return Answer(None, None, generation.text, f"unparseable answer: {generation.text[:200]!r}")
     score = 1.0 if letter == item.answer else 0.0
