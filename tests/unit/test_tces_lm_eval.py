@@ -104,3 +104,12 @@ def test_lm_eval_evaluator_reports_the_three_numbers(options) -> None:
     assert numbers["clean_acc,none"] == 1.0
     assert numbers["attacked_acc,none"] == 0.0
     assert numbers["flip_rate,none"] == 1.0
+
+
+def test_zoo_has_no_model_free_transform(options) -> None:
+    from medfuzz.errors import MedfuzzError
+
+    with pytest.raises(MedfuzzError, match="rands or pdws, not zoo"):
+        tces_docs("medqa", "drugs", **{**options, "sampler": "zoo"})
+    with pytest.raises(ValueError, match="no item has a diseases entity"):
+        tces_docs("medqa", "diseases", **{**options, "limit": 0, "vocabulary": options["vocabulary"]})
