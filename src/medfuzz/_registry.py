@@ -2,5 +2,6 @@
 
 from medfuzz.tasks.baselines import medmcqa, medqa
 from medfuzz.tasks.medguard import *  # noqa: F403 - registers medfuzz/medguard and medfuzz/medguard_<aspect>
+from medfuzz.tasks.tces import tces_medmcqa, tces_medqa  # noqa: F401
 
 __all__ = ["medmcqa", "medqa"]

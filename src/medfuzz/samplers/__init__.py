@@ -1,0 +1,2 @@
+"""TCES building blocks: entity vocabularies, recognition/typing, embeddings and the samplers (RandS, PDWS,
+DiscreteZOO). Harness-free."""

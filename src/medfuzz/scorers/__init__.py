@@ -1,0 +1,1 @@
+"""Statistics (harness-agnostic) and their harness shells."""

@@ -1,0 +1,1 @@
+"""Attack engines (harness-agnostic) and their harness shells."""

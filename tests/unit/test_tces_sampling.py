@@ -1,0 +1,164 @@
+"""Sampler statistics: PDWS against Eq. 3 (goodness of fit), its limits, sampling without replacement, and the
+DiscreteZOO gradient against a hand computation."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from medfuzz.samplers.sampling import (
+    CandidatePool,
+    PDWSSampler,
+    RandomSampler,
+    cosine_distances,
+    nearest_available,
+    pdws_probabilities,
+    zoo_gradient,
+    zoo_step_target,
+)
+
+DRAWS = 100_000
+
+
+@pytest.fixture
+def toy() -> tuple[np.ndarray, np.ndarray]:
+    """A key and 10 entity vectors in 8 dimensions, with well spread cosine distances."""
+    rng = np.random.default_rng(7)
+    key = rng.normal(size=8)
+    vectors = rng.normal(size=(10, 8)) + np.linspace(0, 1.5, 10)[:, None] * key
+    return key, vectors
+
+
+def first_draws(sampler, distances: np.ndarray, excluded: tuple[int, ...] = (), seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.array([sampler.draw(CandidatePool(len(distances), excluded), distances, rng) for _ in range(DRAWS)])
+
+
+def eq3(distances: np.ndarray, n: float) -> np.ndarray:
+    weights = distances ** n  # Eq. 3 written out literally (fine for these moderate n)
+    return weights / weights.sum()
+
+
+@pytest.mark.parametrize("n", [-8.0, -1.0, 3.0, 8.0])
+def test_pdws_frequencies_match_eq3(toy, n: float) -> None:
+    key, vectors = toy
+    distances = cosine_distances(key, vectors)
+    expected = eq3(distances, n)
+    assert np.allclose(pdws_probabilities(distances, n), expected, rtol=1e-12)
+    counts = np.bincount(first_draws(PDWSSampler(n), distances), minlength=len(distances))
+    assert chisquare(counts, expected * DRAWS).pvalue > 1e-3
+    # the same counts are far from the other regime's law: the test can tell them apart
+    assert chisquare(counts, eq3(distances, -n) * DRAWS).pvalue < 1e-6
+
+
+def test_excluded_entries_are_never_drawn_and_the_rest_renormalise(toy) -> None:
+    key, vectors = toy
+    distances = cosine_distances(key, vectors)
+    excluded = (0, 4)
+    counts = np.bincount(first_draws(PDWSSampler(-4.0), distances, excluded), minlength=len(distances))
+    assert counts[list(excluded)].sum() == 0
+    keep = [i for i in range(len(distances)) if i not in excluded]
+    assert chisquare(counts[keep], eq3(distances[keep], -4.0) * DRAWS).pvalue > 1e-3
+
+
+def test_n_zero_is_uniform_and_matches_rands(toy) -> None:
+    key, vectors = toy
+    distances = cosine_distances(key, vectors)
+    assert np.array_equal(pdws_probabilities(distances, 0.0), np.full(10, 0.1))
+    for sampler in (PDWSSampler(0.0), RandomSampler()):
+        counts = np.bincount(first_draws(sampler, distances), minlength=10)
+        assert chisquare(counts).pvalue > 1e-3
+
+
+def test_large_n_limits(toy) -> None:
+    key, vectors = toy
+    distances = cosine_distances(key, vectors)
+    far, near = int(np.argmax(distances)), int(np.argmin(distances))
+    for n, expected in ((1e6, far), (1e12, far), (-1e6, near)):
+        probabilities = pdws_probabilities(distances, n)
+        assert np.isfinite(probabilities).all()
+        assert probabilities[expected] == pytest.approx(1.0)
+        rng = np.random.default_rng(1)
+        assert all(PDWSSampler(n).draw(CandidatePool(10), distances, rng) == expected for _ in range(50))
+    # with the farthest entry used up, the limit moves to the next farthest
+    pool = CandidatePool(10, excluded=[far])
+    assert PDWSSampler(1e6).draw(pool, distances, np.random.default_rng(0)) == int(np.argsort(distances)[-2])
+
+
+def test_zero_distances() -> None:
+    distances = np.array([0.0, 0.0, 0.5, 1.0])
+    assert np.array_equal(pdws_probabilities(distances, -3.0), [0.5, 0.5, 0.0, 0.0])  # n<0: the limit point(s)
+    positive = pdws_probabilities(distances, 2.0)
+    assert positive[:2].tolist() == [0.0, 0.0] and positive[2:] == pytest.approx([0.2, 0.8])
+    assert pdws_probabilities(np.zeros(3), 5.0) == pytest.approx([1 / 3] * 3)  # all at the key: uniform
+    assert pdws_probabilities(distances, 0.0) == pytest.approx([0.25] * 4)
+
+
+def test_without_replacement_second_draw_renormalises() -> None:
+    distances = np.array([0.1, 0.3, 0.6, 1.2])
+    n = -1.5
+    p = eq3(distances, n)
+    rng = np.random.default_rng(3)
+    sampler = PDWSSampler(n)
+    pairs = []
+    for _ in range(DRAWS):
+        pool = CandidatePool(4)
+        pairs.append((sampler.draw(pool, distances, rng), sampler.draw(pool, distances, rng)))
+    cells = list(itertools.permutations(range(4), 2))
+    flat = np.bincount([4 * first + second for first, second in pairs], minlength=16)
+    counts = np.array([flat[4 * i + j] for i, j in cells])
+    assert counts.sum() == DRAWS  # the second draw never repeats the first
+    expected = np.array([p[i] * p[j] / (1 - p[i]) for i, j in cells]) * DRAWS
+    assert chisquare(counts, expected).pvalue > 1e-3
+
+
+def test_drawing_everything_is_a_permutation_then_the_pool_is_empty(toy) -> None:
+    key, vectors = toy
+    distances = cosine_distances(key, vectors)
+    for sampler in (PDWSSampler(-20.0), PDWSSampler(20.0), RandomSampler()):
+        pool = CandidatePool(10, excluded=[3])
+        drawn = [sampler.draw(pool, distances, np.random.default_rng(5)) for _ in range(9)]
+        assert sorted(drawn) == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+        with pytest.raises(ValueError, match="empty"):
+            sampler.draw(pool, distances, np.random.default_rng(5))
+
+
+def test_same_seed_same_draws(toy) -> None:
+    key, vectors = toy
+    distances = cosine_distances(key, vectors)
+
+    def run(seed: int) -> list[int]:
+        pool, rng = CandidatePool(10), np.random.default_rng(seed)
+        return [PDWSSampler(-2.0).draw(pool, distances, rng) for _ in range(5)]
+
+    assert run(11) == run(11)
+    assert any(run(11) != run(s) for s in range(12, 20))
+
+
+def test_zoo_gradient_matches_hand_computation() -> None:
+    # anchor e0 = (1, 0, 0), f(e0) = 0.9; two neighbours:
+    #   e1 = (0, 1, 0), f = 0.5: (0.5-0.9) * (-1, 1, 0) / 2   = (0.2, -0.2, 0)
+    #   e2 = (1, 0, 2), f = 0.7: (0.7-0.9) * ( 0, 0, 2) / 4   = (0, 0, -0.1)
+    # mean over M = 2: (0.1, -0.1, -0.05)
+    anchor = np.array([1.0, 0.0, 0.0])
+    points = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 2.0]])
+    gradient = zoo_gradient(anchor, 0.9, points, np.array([0.5, 0.7]))
+    assert gradient == pytest.approx([0.1, -0.1, -0.05])
+    target = zoo_step_target(anchor, gradient, step=2.0)
+    assert target == pytest.approx([0.8, 0.2, 0.1])
+    # Eq. 7: the nearest available entry to the target (cosine), skipping used ones
+    vocabulary = np.array([[0.0, 0.0, 1.0], [0.8, 0.25, 0.1], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    assert nearest_available(target, vocabulary, CandidatePool(4)) == 1
+    assert nearest_available(target, vocabulary, CandidatePool(4, excluded=[1])) == 2
+
+
+def test_zoo_gradient_edge_cases() -> None:
+    anchor = np.array([0.0, 1.0])
+    assert np.array_equal(zoo_gradient(anchor, 1.0, np.zeros((0, 2)), np.zeros(0)), [0.0, 0.0])
+    # a point on the anchor adds nothing but still counts in M; equal scores give a zero gradient
+    assert zoo_gradient(anchor, 1.0, np.array([[0.0, 1.0], [1.0, 1.0]]), np.array([0.0, 0.0])) == pytest.approx(
+        [-0.5, 0.0])
+    assert zoo_gradient(anchor, 1.0, np.array([[1.0, 0.0]]), np.array([1.0])) == pytest.approx([0.0, 0.0])
