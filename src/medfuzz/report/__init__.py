@@ -1,0 +1,1 @@
+"""Reports built from Inspect logs and lm-eval results."""

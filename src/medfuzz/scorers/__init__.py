@@ -1,0 +1,1 @@
+"""Statistics (harness-agnostic) and the Inspect @scorer/@metric shells."""

@@ -1,0 +1,1 @@
+"""Attack engines (harness-agnostic) and the Inspect @solver shells around them."""
