@@ -8,6 +8,7 @@ test can force each branch (errors, refusals, tampering) at a chosen step.
 from __future__ import annotations
 
 import math
+import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +49,10 @@ class Target:
     weak_spots: tuple[str, ...] = ()
     wrong_text: str = "Gentamicin"
     fail: dict[str, list[Any]] = field(default_factory=dict)
-    probabilities: dict[str, float] | None = None  # by option text: letter logprobs on the answer step
+    # by option text (or a function of the stem giving that): letter logprobs on the answer step, or,
+    # with ``sample``, the distribution the answer is drawn from (seeded by the call seed, no logprobs)
+    probabilities: dict[str, float] | Callable[[str], dict[str, float]] | None = None
+    sample: bool = False
     log: list[str] = field(default_factory=list)
 
     def step(self, messages: Sequence[ChatMessage]) -> str:
@@ -74,7 +78,15 @@ class Target:
         if step == "confidences":
             return "\n".join(f"{letter}: {5 if letter == chosen else 1}" for letter in opts)
         if self.probabilities is not None:
-            lp = {by_text[t]: math.log(p) for t, p in self.probabilities.items() if p > 0}
+            probs = self.probabilities(stem) if callable(self.probabilities) else self.probabilities
+            if self.sample:
+                u, acc = random.Random(options["seed"]).random() * sum(probs.values()), 0.0
+                for text, p in probs.items():
+                    acc += p
+                    if u < acc:
+                        return by_text[text]
+                return by_text[text]
+            lp = {by_text[t]: math.log(p) for t, p in probs.items() if p > 0}
             return Generation(text=chosen, letter_logprobs=lp)
         return chosen
 
