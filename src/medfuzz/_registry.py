@@ -3,3 +3,4 @@
 from medfuzz.tasks.baselines import medmcqa, medqa
 
 __all__ = ["medmcqa", "medqa"]
+from medfuzz.tasks.medfuzz_tasks import medfuzz_medmcqa, medfuzz_medqa  # noqa: F401

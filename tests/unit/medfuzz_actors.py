@@ -104,12 +104,14 @@ class Attacker:
 
     def __call__(self, messages: Sequence[ChatMessage], options: dict[str, Any]):
         last = messages[-1].content
+        shown = re.search(r"(?:Question|Original question):\n(.*?)\n\nA\. ", messages[1].content, re.S)
+        original = shown.group(1) if shown else ITEM.question
         if "systematic word-for-word substitution" in last:
             self.log.append("control")
             self.control_calls += 1
             if self.controls is not None:
                 return self.controls(self.control_calls)
-            return item_text(ITEM.question + f" The patient enjoys knitting{self.control_calls}.")
+            return item_text(original + f" The patient enjoys knitting{self.control_calls}.")
         if last.startswith("That did not work"):
             self.log.append("postmortem")
             return "The test taker ignored the hobby."
@@ -118,7 +120,7 @@ class Attacker:
             if self.items:
                 return self.items.pop(0)
             turn = sum(1 for m in messages if m.role == "user" and m.content.startswith("Now write your modified"))
-            return item_text(ITEM.question + f" The patient enjoys {self.clue}{turn}.")
+            return item_text(original + f" The patient enjoys {self.clue}{turn}.")
         self.log.append("plan")
         if self.plans:
             return self.plans.pop(0)
@@ -132,3 +134,10 @@ def item_text(stem: str, item: MCQItem = ITEM, options: dict[str, str] | None = 
 
 def models(target: Target, attacker: Attacker) -> tuple[ScriptedChatModel, ScriptedChatModel]:
     return (ScriptedChatModel(responder=target, name="target"), ScriptedChatModel(responder=attacker, name="attacker"))
+
+
+def probability_table(stem: str) -> dict[str, float]:
+    """The original: P(correct) = 0.9; the attack (clue1 or clue2): 0.2; controls knitting1..3: 0.85, 0.1, 0.5."""
+    table = {"clue1": 0.2, "clue2": 0.2, "knitting1": 0.85, "knitting2": 0.1, "knitting3": 0.5}
+    p = next((v for k, v in table.items() if k in stem), 0.9)
+    return {"Ceftriaxone": p, "Gentamicin": 1 - p}

@@ -11,7 +11,7 @@ from medfuzz.scorers.permutation import permutation_p_value
 from medfuzz.solvers.medfuzz_engine import MedFuzzConfig, MedFuzzEngine
 from medfuzz.solvers.medfuzz_results import Outcome
 from medfuzz.solvers.medfuzz_significance import TARGET_ROLE, estimate_p, generate_control, make_draws
-from tests.unit.medfuzz_actors import ITEM, Attacker, Target, item_text, models
+from tests.unit.medfuzz_actors import ITEM, Attacker, Target, item_text, models, probability_table
 
 # ------------------------------------------------------------------------------------ permutation test
 
@@ -136,16 +136,9 @@ async def test_control_fuzz_given_up_after_its_tries():
     assert [r.kind for r in rejected] == ["error", "error"]
 
 
-def probability_by_stem(stem: str) -> dict[str, float]:
-    """The original: P(correct) = 0.9; the attack: 0.2; controls knitting1..3: 0.85, 0.1, 0.5."""
-    table = {"clue1": 0.2, "knitting1": 0.85, "knitting2": 0.1, "knitting3": 0.5}
-    p = next((v for k, v in table.items() if k in stem), 0.9)
-    return {"Ceftriaxone": p, "Gentamicin": 1 - p}
-
-
 @pytest.mark.parametrize("prompt, per_draw", [("dialog", 3), ("direct", 1)])
 async def test_successful_attack_gets_a_p_value(prompt, per_draw):
-    target = Target(weak_spots=("clue1",), probabilities=probability_by_stem)
+    target = Target(weak_spots=("clue1",), probabilities=probability_table)
     engine = engine_for(target, Attacker(), controls=3, option_orders=2, pvalue_prompt=prompt)
     result = await engine.run_item(ITEM)
     r = result.replicates[0]
@@ -164,7 +157,7 @@ async def test_successful_attack_gets_a_p_value(prompt, per_draw):
 
 
 async def test_no_significance_for_failed_attacks_or_when_disabled():
-    engine = engine_for(Target(probabilities=probability_by_stem), Attacker(), controls=3)
+    engine = engine_for(Target(probabilities=probability_table), Attacker(), controls=3)
     r = (await engine.run_item(ITEM)).replicates[0]
     assert r.outcome is Outcome.ATTACK_FAILED and r.significance is None
     engine = engine_for(Target(weak_spots=("clue1",)), Attacker(), controls=0)
@@ -173,7 +166,7 @@ async def test_no_significance_for_failed_attacks_or_when_disabled():
 
 
 async def test_significance_without_usable_controls_reports_why():
-    target = Target(weak_spots=("clue1",), probabilities=probability_by_stem)
+    target = Target(weak_spots=("clue1",), probabilities=probability_table)
     engine = engine_for(target, Attacker(controls=lambda n: "nonsense"), controls=2, control_tries=1)
     result = await engine.run_item(ITEM)
     sig = result.replicates[0].significance
