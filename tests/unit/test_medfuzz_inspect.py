@@ -102,3 +102,32 @@ def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
     for name, method in (("significant_holm", "holm"), ("significant_bh", "fdr_bh")):
         assert metrics[name] == sum(multipletests(all_p, method=method)[1] < 0.05)
     assert not math.isnan(metrics["unfaithful_rate"])
+
+
+def test_report_from_the_log(medqa_file, tmp_path):
+    from medfuzz.report.medfuzz import highlight, render
+
+    ACTORS["target"] = Target(weak_spots=("clue2", "clue1"), probabilities=probability_table)
+    ACTORS["attacker"] = Attacker()
+    task = medfuzz_medqa(data=str(medqa_file), turns=2, replicates=1, exemplars=0, controls=2, option_orders=1,
+                         pvalue_prompt="direct")
+    [log] = inspect_eval(task, model="medfuzz-actors/target", model_roles={"attacker": "medfuzz-actors/attacker"},
+                         log_dir=str(tmp_path / "logs"), display="none")
+    other = tmp_path / "not_a_log.json"
+    other.write_text("{}")
+    written = render([Path(log.location), other], tmp_path / "report")
+    assert [p.name for p in written] == ["medfuzz_attacks.csv", "medfuzz_attacks.html",
+                                         "medfuzz_accuracy_vs_attempts.csv", "medfuzz_accuracy_vs_attempts.png"]
+    import csv
+
+    rows = list(csv.DictReader(written[0].open()))
+    assert len(rows) == 2 and {r["turn"] for r in rows} == {"1"}
+    assert rows[0]["added_text"] == "The patient enjoys clue1."
+    assert [r["rank"] for r in rows] == ["1", "2"] and float(rows[0]["p_value"]) <= float(rows[1]["p_value"])
+    page = written[1].read_text()
+    assert "<mark>The patient enjoys clue1.</mark>" in page
+    curve = list(csv.DictReader(written[2].open()))
+    assert [float(r["accuracy"]) for r in curve] == [1.0, 0.0, 0.0]
+    assert written[3].stat().st_size > 1000
+    assert render([other], tmp_path / "nothing") == [] and not (tmp_path / "nothing").exists()
+    assert highlight("a b c", "a x b c") == "a <mark>x</mark> b c"

@@ -219,7 +219,9 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-def _opcodes(original: str, modified: str):
+def word_opcodes(original: str, modified: str):
+    """(original words, modified words, difflib opcodes) on whitespace words, compared case- and
+    punctuation-insensitively."""
     a, b = _words(original), _words(modified)
     key = [w.lower().strip(".,;:!?\"'()") for w in a], [w.lower().strip(".,;:!?\"'()") for w in b]
     return a, b, difflib.SequenceMatcher(None, key[0], key[1], autojunk=False).get_opcodes()
@@ -227,7 +229,7 @@ def _opcodes(original: str, modified: str):
 
 def kept_share(original: str, modified: str) -> float:
     """Share of the original's words that survive, in order, in the modified text."""
-    a, _, ops = _opcodes(original, modified)
+    a, _, ops = word_opcodes(original, modified)
     if not a:
         return 1.0
     return sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal") / len(a)
@@ -235,13 +237,13 @@ def kept_share(original: str, modified: str) -> float:
 
 def added_word_count(original: str, modified: str) -> int:
     """Number of words the modification inserted or substituted (the paper's "number of words")."""
-    _, _, ops = _opcodes(original, modified)
+    _, _, ops = word_opcodes(original, modified)
     return sum(j2 - j1 for tag, _, _, j1, j2 in ops if tag in ("insert", "replace"))
 
 
 def added_spans(original: str, modified: str) -> list[str]:
     """The runs of text the modification added, each split at sentence ends (one span ~ one added fact)."""
-    _, b, ops = _opcodes(original, modified)
+    _, b, ops = word_opcodes(original, modified)
     spans: list[str] = []
     for tag, _, _, j1, j2 in ops:
         if tag not in ("insert", "replace"):
