@@ -70,7 +70,7 @@ async def test_item_scores_pool_to_the_same_statistics():
     assert pooled["attack_success_rate"] == pytest.approx(2 / 5)
     assert pooled["mean_turns_to_success"] == pytest.approx(2.0)
     assert pooled["llm_error_rate"] == pytest.approx(2 / 8)
-    assert values[0]["success"] == 2 and values[0]["valid"] == 4 and values[0]["post_attack_accuracy"] == 0.5
+    assert values[0]["success"] == 2 and values[0]["valid"] == 4 and values[0]["correct_after_5"] == 2
 
 
 async def test_item_score_evidence_has_faithfulness_for_flips():

@@ -131,7 +131,6 @@ def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str =
         turns = int(result.config.get("turns", 0))
         judge = InspectChatModel(get_model(role="judge")) if faithfulness == "judge" else None
         scored = await score_item(result, turns, resolved, judge, alpha)
-        value = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in scored.value.items()}
         replicates = []
         for replicate, evidence in zip(result.replicates, scored.evidence, strict=True):
             story = replicate.to_dict()
@@ -141,7 +140,7 @@ def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str =
                          fuzzed_question=replicate.fuzzed_question)
             replicates.append(story)
         return Score(
-            value=value,
+            value=scored.value,
             answer=scored.answer,
             explanation=scored.explanation,
             metadata={"item": result.item.to_record(), "p_values": scored.p_values, "replicates": replicates,

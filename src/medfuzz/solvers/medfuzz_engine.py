@@ -59,6 +59,14 @@ class MedFuzzConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def scaled_tokens(self, scale: float) -> MedFuzzConfig:
+        """The same config with the generation budgets (reasoning, plan, item) scaled, e.g. for small models."""
+        from dataclasses import replace
+
+        return replace(self, cot_tokens=max(16, int(self.cot_tokens * scale)),
+                       plan_tokens=max(16, int(self.plan_tokens * scale)),
+                       item_tokens=max(64, int(self.item_tokens * scale)))
+
 
 def derive_seed(seed: int, *parts: object) -> int:
     """A seed for one random choice or model call, stable across processes and call order."""

@@ -170,15 +170,12 @@ async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, co
 
     target = OpenAIChatModel(settings["target_model"], settings["target_base_url"], api_key)
     attacker = OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], api_key)
-    scale = settings["max_tokens_scale"]
-    base = MedFuzzConfig()
     config = MedFuzzConfig(
         turns=settings["turns"], replicates=settings["replicates"], exemplars=settings["exemplars"],
         controls=settings["controls"], option_orders=settings["option_orders"],
         require_confidences=settings["require_confidences"], target_temperature=settings["target_temperature"],
         attacker_temperature=settings["attacker_temperature"], seed=settings["seed"],
-        cot_tokens=int(base.cot_tokens * scale), plan_tokens=int(base.plan_tokens * scale),
-        item_tokens=int(base.item_tokens * scale))
+    ).scaled_tokens(settings["max_tokens_scale"])
     pool = load_items(settings["benchmark"], "demo") if config.exemplars else []
     engine = MedFuzzEngine(target, attacker, config, settings["pack"], pool)
     gate = asyncio.Semaphore(max(1, concurrency))

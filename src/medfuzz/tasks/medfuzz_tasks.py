@@ -34,13 +34,15 @@ def _medfuzz(benchmark: str, data: str, split: str | None, limit: int | None, ex
 
 def _config(turns: int, replicates: int, exemplars: int, controls: int, option_orders: int, pvalue_prompt: str,
             max_retries: int, min_kept: float, require_options: bool, require_confidences: bool,
-            target_temperature: float | None, attacker_temperature: float | None, seed: int) -> MedFuzzConfig:
+            target_temperature: float | None, attacker_temperature: float | None, seed: int,
+            max_tokens_scale: float) -> MedFuzzConfig:
     if pvalue_prompt not in ("dialog", "direct"):
         raise ValueError(f"pvalue_prompt must be 'dialog' or 'direct', not {pvalue_prompt!r}")
     return MedFuzzConfig(turns=turns, replicates=replicates, exemplars=exemplars, controls=controls,
                          option_orders=option_orders, pvalue_prompt=pvalue_prompt, max_retries=max_retries,
                          min_kept=min_kept, require_options=require_options, require_confidences=require_confidences,
-                         target_temperature=target_temperature, attacker_temperature=attacker_temperature, seed=seed)
+                         target_temperature=target_temperature, attacker_temperature=attacker_temperature,
+                         seed=seed).scaled_tokens(max_tokens_scale)
 
 
 @task
@@ -51,13 +53,16 @@ def medfuzz_medqa(
     alpha: float = 0.05, max_retries: int = 2, min_kept: float = 0.5, require_options: bool = False,
     require_confidences: bool = True, target_temperature: float | None = 1.0,
     attacker_temperature: float | None = 1.0, shuffle_choices: bool = False, seed: int = 0,
+    max_tokens_scale: float = 1.0,
 ) -> Task:
     """MedFuzz on MedQA-USMLE (4 options). ``turns``: K attack attempts; ``replicates`` per item;
     ``controls``: M control fuzzes per successful attack (0: no significance test); ``option_orders``:
     draws averaged per p-hat; ``pack``: bundled assumption pack name or a YAML path; ``faithfulness``:
-    lexical | judge (``--model-role judge=...``)."""
+    lexical | judge (``--model-role judge=...``); ``require_confidences=false`` keeps going when the
+    target cannot write 1-5 scores (small models); ``max_tokens_scale`` scales the generation budgets."""
     config = _config(turns, replicates, exemplars, controls, option_orders, pvalue_prompt, max_retries, min_kept,
-                     require_options, require_confidences, target_temperature, attacker_temperature, seed)
+                     require_options, require_confidences, target_temperature, attacker_temperature, seed,
+                     max_tokens_scale)
     return _medfuzz("medqa", data, split, limit, exemplar_data, pack, faithfulness, alpha, shuffle_choices, config)
 
 
@@ -69,9 +74,11 @@ def medfuzz_medmcqa(
     alpha: float = 0.05, max_retries: int = 2, min_kept: float = 0.5, require_options: bool = False,
     require_confidences: bool = True, target_temperature: float | None = 1.0,
     attacker_temperature: float | None = 1.0, shuffle_choices: bool = False, seed: int = 0,
+    max_tokens_scale: float = 1.0,
 ) -> Task:
     """MedFuzz on MedMCQA (same parameters as ``medfuzz_medqa``)."""
     config = _config(turns, replicates, exemplars, controls, option_orders, pvalue_prompt, max_retries, min_kept,
-                     require_options, require_confidences, target_temperature, attacker_temperature, seed)
+                     require_options, require_confidences, target_temperature, attacker_temperature, seed,
+                     max_tokens_scale)
     return _medfuzz("medmcqa", data, split, limit, exemplar_data, pack, faithfulness, alpha, shuffle_choices,
                     config)
