@@ -127,6 +127,9 @@ def attack_settings(benchmark: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         "controls": int(kwargs.get("controls", 0)),
         "option_orders": int(kwargs.get("option_orders", 5)),
         "require_confidences": _as_bool(kwargs.get("require_confidences", True)),
+        "min_kept": float(kwargs.get("min_kept", 0.5)),
+        "max_retries": int(kwargs.get("max_retries", 2)),
+        "pvalue_prompt": str(kwargs.get("pvalue_prompt", "dialog")),
         "target_temperature": float(kwargs.get("target_temperature", 1.0)),
         "attacker_temperature": float(kwargs.get("attacker_temperature", 1.0)),
         "max_tokens_scale": float(kwargs.get("max_tokens_scale", 1.0)),
@@ -174,6 +177,7 @@ async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, co
         turns=settings["turns"], replicates=settings["replicates"], exemplars=settings["exemplars"],
         controls=settings["controls"], option_orders=settings["option_orders"],
         require_confidences=settings["require_confidences"], target_temperature=settings["target_temperature"],
+        min_kept=settings["min_kept"], max_retries=settings["max_retries"], pvalue_prompt=settings["pvalue_prompt"],
         attacker_temperature=settings["attacker_temperature"], seed=settings["seed"],
     ).scaled_tokens(settings["max_tokens_scale"])
     pool = load_items(settings["benchmark"], "demo") if config.exemplars else []
