@@ -96,6 +96,13 @@ async def test_sampling_fallback_agrees_with_logprob_path():
     assert 0 < sampled.p_hat < 1
 
 
+async def test_dialog_estimate_does_not_need_readable_confidences():
+    target = Target(probabilities=PROBS, fail={"confidences": ["fairly sure"] * 6})
+    engine = engine_for(target, require_confidences=True)
+    estimate = await estimate_p(engine, ITEM, make_draws(engine, ITEM, 0), UsageLedger())
+    assert estimate.logprob_draws == 6 and estimate.p_hat == pytest.approx(0.6) and not target.fail["confidences"]
+
+
 async def test_failed_draws_are_left_out():
     target = Target(probabilities=PROBS, fail={"reasoning": [RuntimeError("boom")] * 2})
     engine = engine_for(target, option_orders=4)

@@ -239,10 +239,11 @@ class MedFuzzEngine:
 
     async def ask_target(self, item: MCQItem, exemplars: Sequence[MCQItem], seed: int, ledger: UsageLedger,
                          role: str = "target", with_confidences: bool = True,
-                         retries: int | None = None) -> TargetReply:
+                         retries: int | None = None, require_confidences: bool | None = None) -> TargetReply:
         """One fresh target dialog (A.1): reasoning, confidences, letter. Errors are returned, not raised."""
         cfg = self.config
         retries = cfg.max_retries if retries is None else retries
+        strict = cfg.require_confidences if require_confidences is None else require_confidences
         reply = TargetReply()
         dialog = [*prompts.target_system(exemplars), ChatMessage("user", prompts.target_cot(item))]
 
@@ -278,7 +279,7 @@ class MedFuzzEngine:
         if with_confidences:
             def check_conf(text: str):
                 parsed = parse_confidences(text, item.letters)
-                if parsed is None and cfg.require_confidences:
+                if parsed is None and strict:
                     return None, f"unparseable confidences {text.strip()[:200]!r}"
                 return parsed, None
 

@@ -97,8 +97,10 @@ async def _draw_probability(engine: MedFuzzEngine, item: MCQItem, draw: Draw, le
             return None, "error"
         letter_logprobs, answer = out.letter_logprobs, parse_answer(out.text, shown.letters, shown.clean_options())
     else:
-        reply = await engine.ask_target(shown, draw.exemplars, draw.call_seed, ledger, role=role, retries=0)
-        if reply.error and not reply.error.startswith("confidences"):
+        # the confidences are part of the prompting procedure, but p-hat does not need them readable
+        reply = await engine.ask_target(shown, draw.exemplars, draw.call_seed, ledger, role=role, retries=0,
+                                        require_confidences=False)
+        if reply.error:
             return None, "error"
         letter_logprobs, answer = reply.letter_logprobs, reply.answer
     if letter_logprobs:
