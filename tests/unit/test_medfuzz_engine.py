@@ -225,3 +225,9 @@ async def test_user_pack_reaches_the_attacker(tmp_path):
     replan = next(c.messages[-1].content for c in a.calls if c.messages[-1].content.startswith("Building on"))
     assert "widgets" in replan and "REMIND-XYZ" in replan
     assert result.config["pack"] == "p"
+
+
+async def test_target_text_refusal_is_an_llm_error():
+    refusal = "I'm sorry, but I can't provide medical advice."
+    r = await run(Target(fail={"reasoning": [refusal, refusal]}), Attacker())
+    assert r.outcome is Outcome.LLM_ERROR and r.error.startswith("reasoning: refusal")
