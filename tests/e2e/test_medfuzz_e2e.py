@@ -72,8 +72,11 @@ def test_lm_eval_medfuzz_medqa_attacks_then_evaluates(local_server, one_item, tm
         key, value = arg.split("=")
         metadata[key] = value
     out = tmp_path / "out"
+    # llama-cpp-python's server rejects token-id prompts (HTTP 500, "Input should be a valid string"), so
+    # lm-eval must send text prompts to it
+    model_args = local_server.lm_eval_completions_args() + ",tokenized_requests=False"
     command = [cli("medfuzz-lm-eval"), "--model", "local-completions",
-               "--model_args", local_server.lm_eval_completions_args(), "--tasks", "medfuzz_medqa",
+               "--model_args", model_args, "--tasks", "medfuzz_medqa",
                "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples"]
     try:
         run_cli(command)
