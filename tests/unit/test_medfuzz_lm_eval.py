@@ -169,3 +169,16 @@ def test_attack_first_is_cached_and_resumable(tmp_path):
     assert len(error_cache.read_text().splitlines()) == lines  # cached errors are reused by default
     attack_with_cache("medqa", target_base_url="http://127.0.0.1:9/v1", **{**settings, "seed": 1, "retry_errors": 1})
     assert len(error_cache.read_text().splitlines()) == lines + 2  # ... and attacked again with retry_errors
+
+
+def test_docs_need_a_source_and_some_fuzzed_items(tmp_path):
+    from medfuzz.tasks.lm_eval_medfuzz import medqa_docs
+
+    with pytest.raises(ValueError, match="needs --metadata"):
+        medqa_docs(pretrained="x")  # model_args arrive too and are ignored
+    record = {"id": "x", "outcome": "llm_error", "original": ITEM.to_record(), "fuzzed": ITEM.to_record()}
+    path = write_jsonl([record], tmp_path / "errors.jsonl")
+    with pytest.raises(ValueError, match="no fuzzed items"):
+        medqa_docs(fuzzed=str(path))
+    docs = medqa_docs(fuzzed=str(path), outcomes="llm_error")["test"]
+    assert docs.num_rows == 1 and docs[0]["id"] == "x"
