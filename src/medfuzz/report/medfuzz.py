@@ -1,0 +1,199 @@
+"""MedFuzz case studies and plots from Inspect logs (paper §3.1.4 Step 4 and Fig. 2).
+
+``render(log_paths, out_dir)`` picks out the ``medfuzz_*`` Inspect logs (anything else is ignored) and writes
+
+- ``medfuzz_attacks.csv`` / ``medfuzz_attacks.html``: every successful attack, ranked by p-value (untested
+  last) then by the drop in the target's confidence in the correct answer, with the text the attacker added
+  highlighted, the target's reasoning, the faithfulness verdict and Holm / BH-adjusted p-values (family: the
+  tested attacks of the same log);
+- ``medfuzz_accuracy_vs_attempts.png`` (+ ``.csv``): accuracy after k = 0..K attempts, one line per model.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+from pathlib import Path
+from typing import Any
+
+from medfuzz.scorers.medfuzz_outcomes import totals
+from medfuzz.scorers.multiple_testing import adjust
+from medfuzz.solvers.medfuzz_parsing import word_opcodes
+
+TASKS = ("medfuzz_medqa", "medfuzz_medmcqa")
+COLUMNS = ["rank", "model", "attacker", "task", "item_id", "replicate", "turn", "p_value", "p_holm", "p_bh",
+           "controls", "confidence_drop", "p_hat_drop", "faithfulness", "correct_answer", "target_answer",
+           "added_text", "plan", "target_reasoning", "original_question", "fuzzed_question", "log"]
+
+
+def _is_medfuzz(task: str) -> bool:
+    return task.split("/")[-1] in TASKS
+
+
+def _read(path: Path):
+    """The Inspect log at ``path`` if it is a MedFuzz run, else ``None`` (never raises for other files)."""
+    try:
+        from inspect_ai.log import read_eval_log
+
+        header = read_eval_log(str(path), header_only=True)
+        if not _is_medfuzz(header.eval.task) or header.status != "success":
+            return None
+        return read_eval_log(str(path))
+    except Exception:  # not an Inspect log, or unreadable: not ours to report
+        return None
+
+
+def highlight(original: str, fuzzed: str) -> str:
+    """The fuzzed question as HTML with inserted or substituted words in ``<mark>``."""
+    _, words, ops = word_opcodes(original, fuzzed)
+    parts = []
+    for tag, _, _, j1, j2 in ops:
+        text = html.escape(" ".join(words[j1:j2]))
+        if not text:
+            continue
+        parts.append(f"<mark>{text}</mark>" if tag in ("insert", "replace") else text)
+    return " ".join(parts)
+
+
+def _attacker(log: Any) -> str:
+    roles = getattr(log.eval, "model_roles", None) or {}
+    role = roles.get("attacker")
+    if isinstance(role, list):
+        role = role[0] if role else None
+    return getattr(role, "model", None) or f"{log.eval.model} (self)"
+
+
+def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float], str]:
+    """Successful attacks of one log, its accuracy-after-k curve and its model name."""
+    rows, values = [], []
+    for sample in log.samples or []:
+        score = (sample.scores or {}).get("medfuzz_scorer")
+        if score is None or not isinstance(score.value, dict):
+            continue
+        values.append(score.value)
+        item = (score.metadata or {}).get("item", {})
+        answer = item.get("answer")
+        for story in (score.metadata or {}).get("replicates", []):
+            if story.get("outcome") != "success":
+                continue
+            turn = next((t for t in reversed(story.get("turns", [])) if t.get("question")), {})
+            target = turn.get("target") or {}
+            faith = story.get("faithfulness") or {}
+            permutation = story.get("permutation") or {}
+            rows.append({
+                "model": log.eval.model, "attacker": _attacker(log), "task": log.eval.task,
+                "item_id": item.get("id"), "replicate": story.get("replicate"), "turn": story.get("success_turn"),
+                "p_value": story.get("p_value"), "controls": permutation.get("controls"),
+                "confidence_drop": story.get("confidence_drop"), "p_hat_drop": story.get("p_hat_drop"),
+                "faithfulness": faith.get("verdict"), "correct_answer": answer,
+                "target_answer": target.get("answer"), "added_text": " | ".join(turn.get("added_spans", [])),
+                "plan": turn.get("plan"), "target_reasoning": target.get("cot"),
+                "original_question": item.get("question", ""), "fuzzed_question": turn.get("question", ""),
+                "log": str(path),
+            })
+    for method, column in (("holm", "p_holm"), ("bh", "p_bh")):
+        for row, adjusted in zip(rows, adjust([r["p_value"] for r in rows], method), strict=True):
+            row[column] = adjusted
+    turns = max((int(k.rsplit("_", 1)[1]) for v in values for k in v if k.startswith("correct_after_")), default=0)
+    pooled = totals(values, turns) if values else {}
+    curve = [pooled[f"accuracy_after_{k}"] for k in range(turns + 1)] if values else []
+    return rows, curve, log.eval.model
+
+
+def _rank_key(row: dict[str, Any]) -> tuple:
+    p = row["p_value"]
+    drop = row["confidence_drop"]
+    return (p is None, p if p is not None else 0.0, -(drop if drop is not None else -99))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
+    cards = []
+    for row in rows:
+        meta = (f"#{row['rank']} · {html.escape(str(row['model']))} attacked by {html.escape(str(row['attacker']))}"
+                f" · item {html.escape(str(row['item_id']))}, replicate {row['replicate']}, turn {row['turn']}")
+        stats = (f"p = {_fmt(row['p_value']) or 'not tested'} (Holm {_fmt(row['p_holm']) or '-'}, "
+                 f"BH {_fmt(row['p_bh']) or '-'}, {row['controls'] or 0} controls) · confidence drop "
+                 f"{_fmt(row['confidence_drop']) or '?'} · p̂ drop {_fmt(row['p_hat_drop']) or '?'} · "
+                 f"reasoning mentions {row['faithfulness'] or '?'} of the added text · answer "
+                 f"{html.escape(str(row['target_answer']))} (correct {html.escape(str(row['correct_answer']))})")
+        cards.append(
+            f"<section><h2>{meta}</h2><p class=stats>{stats}</p>"
+            f"<p>{highlight(row['original_question'], row['fuzzed_question'])}</p>"
+            f"<details><summary>Attacker's plan</summary><p>{html.escape(row['plan'] or '')}</p></details>"
+            f"<details><summary>Target's reasoning</summary><p>{html.escape(row['target_reasoning'] or '')}</p>"
+            "</details></section>")
+    body = "\n".join(cards) or "<p>No successful attacks in these logs.</p>"
+    path.write_text(
+        "<!doctype html><meta charset=utf-8><title>MedFuzz successful attacks</title>"
+        "<style>body{font-family:sans-serif;max-width:60em;margin:auto}mark{background:#ffe066}"
+        "section{border-bottom:1px solid #ccc;padding:1em 0}.stats{color:#555;font-size:.9em}</style>"
+        f"<h1>MedFuzz successful attacks ({len(rows)})</h1>"
+        "<p>Ranked by permutation-test p-value, then by the drop in the target's 1-5 confidence in the correct "
+        "answer. Highlighted: text the attacker added.</p>" + body, encoding="utf-8")
+
+
+def _plot(curves: list[tuple[str, list[float]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, curve in curves:
+        ax.plot(range(len(curve)), curve, marker="o", label=label)
+    ax.set_xlabel("MedFuzz attack attempts (k)")
+    ax.set_ylabel("accuracy after k attempts")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
+    """Write the MedFuzz case-study tables and the accuracy-vs-attempts plot; return the files written."""
+    rows: list[dict[str, Any]] = []
+    curves: list[tuple[str, list[float]]] = []
+    for path in log_paths:
+        log = _read(Path(path))
+        if log is None:
+            continue
+        found, curve, model = attacks_of(log, Path(path))
+        rows += found
+        if curve:
+            curves.append((f"{model} · {log.eval.task.split('/')[-1]}", curve))
+    if not curves:
+        return []
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows.sort(key=_rank_key)
+    for rank, row in enumerate(rows, start=1):
+        row["rank"] = rank
+    written = []
+    table = out_dir / "medfuzz_attacks.csv"
+    with table.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows({k: _fmt(row.get(k)) for k in COLUMNS} for row in rows)
+    written.append(table)
+    page = out_dir / "medfuzz_attacks.html"
+    _write_html(rows, page)
+    written.append(page)
+    curve_csv = out_dir / "medfuzz_accuracy_vs_attempts.csv"
+    with curve_csv.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["run", "k", "accuracy"])
+        for label, curve in curves:
+            writer.writerows([label, k, _fmt(value)] for k, value in enumerate(curve))
+    written.append(curve_csv)
+    plot = out_dir / "medfuzz_accuracy_vs_attempts.png"
+    _plot(curves, plot)
+    written.append(plot)
+    return written

@@ -1,0 +1,133 @@
+"""``medfuzz/medfuzz_medqa`` through Inspect's own eval loop, offline, with scripted target and attacker roles."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inspect_ai import eval as inspect_eval
+from inspect_ai.model import (
+    ChatCompletionChoice,
+    ChatMessageAssistant,
+    GenerateConfig,
+    Logprob,
+    Logprobs,
+    ModelAPI,
+    ModelOutput,
+    ModelUsage,
+    TopLogprob,
+    modelapi,
+)
+
+from medfuzz.models import ChatMessage, Generation
+from medfuzz.scorers.permutation import permutation_p_value
+from medfuzz.tasks.medfuzz_tasks import medfuzz_medqa
+from tests.unit.medfuzz_actors import ITEM, Attacker, Target, probability_table
+
+ACTORS: dict[str, Any] = {}
+
+
+@modelapi(name="medfuzz-actors")
+class ActorsAPI(ModelAPI):
+    """``medfuzz-actors/<name>`` answers with the scripted actor registered under ``<name>``."""
+
+    def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
+                 config: GenerateConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(model_name, base_url, api_key, [], config or GenerateConfig())
+
+    async def generate(self, input, tools, tool_choice, config) -> ModelOutput:
+        messages = [ChatMessage(m.role, m.text) for m in input]
+        reply = ACTORS[self.model_name](messages, {"seed": config.seed})
+        if isinstance(reply, Exception):
+            raise reply
+        generation = reply if isinstance(reply, Generation) else Generation(text=reply)
+        logprobs = None
+        if config.logprobs and generation.letter_logprobs:
+            top = [TopLogprob(token=k, logprob=v) for k, v in generation.letter_logprobs.items()]
+            chosen = generation.letter_logprobs.get(generation.text, -30.0)
+            logprobs = Logprobs(content=[Logprob(token=generation.text, logprob=chosen, top_logprobs=top)])
+        usage = ModelUsage(input_tokens=10, output_tokens=2, total_tokens=12)
+        choice = ChatCompletionChoice(message=ChatMessageAssistant(content=generation.text), stop_reason="stop",
+                                      logprobs=logprobs)
+        return ModelOutput(model=self.model_name, choices=[choice], usage=usage)
+
+
+@pytest.fixture
+def medqa_file(tmp_path: Path) -> Path:
+    path = tmp_path / "items.jsonl"
+    other = {**ITEM.to_record(), "question": "A 5-year-old girl has a rash and fever. Which drug treats it?"}
+    rows = [{"question": r["question"], "options": r["options"], "answer_idx": r["answer"],
+             "answer": r["options"][r["answer"]], "meta_info": "step1"} for r in (ITEM.to_record(), other)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
+    ACTORS["target"] = Target(weak_spots=("clue2",), probabilities=probability_table)
+    ACTORS["attacker"] = Attacker()
+    task = medfuzz_medqa(data=str(medqa_file), turns=3, replicates=2, exemplars=1, exemplar_data=str(medqa_file),
+                         controls=3, option_orders=2, pvalue_prompt="direct")
+    [log] = inspect_eval(task, model="medfuzz-actors/target", model_roles={"attacker": "medfuzz-actors/attacker"},
+                         log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success", log.error
+    metrics = {name: m.value for s in log.results.scores for name, m in s.metrics.items()}
+    # both items, both replicates: right on the original, flipped at turn 2
+    assert metrics["clean_accuracy"] == 1.0 and metrics["post_attack_accuracy"] == 0.0
+    assert metrics["attack_success_rate"] == 1.0 and metrics["mean_turns_to_success"] == 2.0
+    assert [metrics[f"k{k}"] for k in range(4)] == [1.0, 1.0, 0.0, 0.0]
+    assert metrics["llm_error_rate"] == 0.0
+    sample = log.samples[0]
+    score = sample.scores["medfuzz_scorer"]
+    assert score.value["success"] == 2 and score.value["tested"] == 2
+    story = score.metadata["replicates"][0]
+    assert story["outcome"] == "success" and story["success_turn"] == 2
+    assert story["turns"][1]["plan"] and story["turns"][1]["postmortem"]
+    assert story["fuzzed_question"].endswith("enjoys clue2.")
+    assert story["original"]["confidences"] == {"A": 1, "B": 1, "C": 5, "D": 1}
+    assert story["faithfulness"]["verdict"] in ("none", "some", "all")
+    sig = story["significance"]
+    assert (sig["p0"], sig["pa"]) == (pytest.approx(0.9), pytest.approx(0.2)) and len(sig["controls"]) == 3
+    # the p-value in the log is Algorithm 2 on the p-hats in the log (hand-checked in test_medfuzz_significance)
+    expected = permutation_p_value(sig["p0"], sig["pa"], [c["p_hat"] for c in sig["controls"]]).p_value
+    assert story["p_value"] == pytest.approx(expected) and story["permutation"]["controls"] == 3
+    assert len(score.metadata["p_values"]) == 2
+    assert story["usage"]["attacker"]["calls"] > 0 and story["usage"]["target_significance"]["calls"] == 10
+    from statsmodels.stats.multitest import multipletests
+
+    all_p = [p for sample in log.samples for p in sample.scores["medfuzz_scorer"].metadata["p_values"]]
+    assert len(all_p) == 4  # 2 items x 2 successful replicates, all tested
+    for name, method in (("significant_holm", "holm"), ("significant_bh", "fdr_bh")):
+        assert metrics[name] == sum(multipletests(all_p, method=method)[1] < 0.05)
+    assert not math.isnan(metrics["unfaithful_rate"])
+
+
+def test_report_from_the_log(medqa_file, tmp_path):
+    from medfuzz.report.medfuzz import highlight, render
+
+    ACTORS["target"] = Target(weak_spots=("clue2", "clue1"), probabilities=probability_table)
+    ACTORS["attacker"] = Attacker()
+    task = medfuzz_medqa(data=str(medqa_file), turns=2, replicates=1, exemplars=0, controls=2, option_orders=1,
+                         pvalue_prompt="direct")
+    [log] = inspect_eval(task, model="medfuzz-actors/target", model_roles={"attacker": "medfuzz-actors/attacker"},
+                         log_dir=str(tmp_path / "logs"), display="none")
+    other = tmp_path / "not_a_log.json"
+    other.write_text("{}")
+    written = render([Path(log.location), other], tmp_path / "report")
+    assert [p.name for p in written] == ["medfuzz_attacks.csv", "medfuzz_attacks.html",
+                                         "medfuzz_accuracy_vs_attempts.csv", "medfuzz_accuracy_vs_attempts.png"]
+    import csv
+
+    rows = list(csv.DictReader(written[0].open()))
+    assert len(rows) == 2 and {r["turn"] for r in rows} == {"1"}
+    assert rows[0]["added_text"] == "The patient enjoys clue1."
+    assert [r["rank"] for r in rows] == ["1", "2"] and float(rows[0]["p_value"]) <= float(rows[1]["p_value"])
+    page = written[1].read_text()
+    assert "<mark>The patient enjoys clue1.</mark>" in page
+    curve = list(csv.DictReader(written[2].open()))
+    assert [float(r["accuracy"]) for r in curve] == [1.0, 0.0, 0.0]
+    assert written[3].stat().st_size > 1000
+    assert render([other], tmp_path / "nothing") == [] and not (tmp_path / "nothing").exists()
+    assert highlight("a b c", "a x b c") == "a <mark>x</mark> b c"

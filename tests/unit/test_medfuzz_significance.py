@@ -1,0 +1,182 @@
+"""Algorithm 2: p-hat estimation (logprobs and sampling), control fuzzes, permutation p-values, Holm/BH."""
+
+from __future__ import annotations
+
+import pytest
+
+from medfuzz.models import UsageLedger
+from medfuzz.scorers.medfuzz_outcomes import score_item
+from medfuzz.scorers.multiple_testing import adjust, adjust_all
+from medfuzz.scorers.permutation import permutation_p_value
+from medfuzz.solvers.medfuzz_engine import MedFuzzConfig, MedFuzzEngine
+from medfuzz.solvers.medfuzz_results import Outcome
+from medfuzz.solvers.medfuzz_significance import TARGET_ROLE, estimate_p, generate_control, make_draws
+from tests.unit.medfuzz_actors import ITEM, Attacker, Target, item_text, models, probability_table
+
+# ------------------------------------------------------------------------------------ permutation test
+
+
+def test_permutation_p_value_by_hand():
+    # p0 = 0.9, pa = 0.3 -> d = 0.6; controls' distances 0.1, 0.6 (tie counts), 0.7, 0.2, 0.0 -> b = 2 of 5
+    result = permutation_p_value(0.9, 0.3, [0.8, 0.3, 0.2, 0.7, 0.9])
+    assert result.statistic == pytest.approx(0.6)
+    assert result.null == pytest.approx((0.1, 0.6, 0.7, 0.2, 0.0))
+    assert (result.exceedances, result.controls) == (2, 5)
+    assert result.p_value == pytest.approx(2 / 5) and result.p_value_plus1 == pytest.approx(3 / 6)
+
+
+def test_permutation_p_value_edges():
+    # no control moves as far as the attack: p = 0 (the paper reports "< 1/M"); +1 version 1/(M+1)
+    result = permutation_p_value(0.95, 0.05, [0.9] * 30)
+    assert result.p_value == 0 and result.p_value_plus1 == pytest.approx(1 / 31)
+    # controls that moved further in the other direction count too (absolute distances)
+    assert permutation_p_value(0.5, 0.4, [0.7, 0.45, None]).p_value == pytest.approx(1 / 2)
+    assert permutation_p_value(0.5, 0.4, [None, None]) is None
+    # an attack that did not move p-hat at all: every control ties or exceeds
+    assert permutation_p_value(0.6, 0.6, [0.6, 0.1]).p_value == 1.0
+    with pytest.raises(ValueError):
+        permutation_p_value(1.2, 0.1, [0.5])
+
+
+# --------------------------------------------------------------------------------- multiple testing
+
+
+def test_holm_and_bh_by_hand_and_against_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    p = [0.01, 0.04, None, 0.03, 0.5]
+    holm = adjust(p, "holm")
+    # sorted 0.01, 0.03, 0.04, 0.5 with m = 4: 0.04, 0.09, max(0.09, 0.08)=0.09, max(0.09, 0.5)=0.5
+    assert holm == [pytest.approx(0.04), pytest.approx(0.09), None, pytest.approx(0.09), pytest.approx(0.5)]
+    bh = adjust(p, "bh")
+    # BH: 0.5*4/4=0.5; 0.04*4/3=0.0533; 0.03*4/2=0.06 -> min with later = 0.0533; 0.01*4/1=0.04
+    assert bh == [pytest.approx(0.04), pytest.approx(0.16 / 3), None, pytest.approx(0.16 / 3), pytest.approx(0.5)]
+    tested = [0.01, 0.04, 0.03, 0.5]
+    for name, method in (("holm", "holm"), ("bh", "fdr_bh")):
+        expected = multipletests(tested, method=method)[1]
+        got = [x for x in adjust_all(p)[name] if x is not None]
+        assert got == pytest.approx(list(expected))
+    assert adjust([None, None], "holm") == [None, None]
+    with pytest.raises(ValueError):
+        adjust([0.1], "bonferroni")
+
+
+# ------------------------------------------------------------------------------------ p-hat estimates
+
+PROBS = {"Ceftriaxone": 0.3, "Gentamicin": 0.15, "Ciprofloxacin": 0.05}  # below top-k: Trimethoprim
+
+
+def engine_for(target: Target, attacker: Attacker | None = None, **config) -> MedFuzzEngine:
+    t, a = models(target, attacker or Attacker())
+    settings = {"turns": 1, "replicates": 1, "controls": 0, "exemplars": 0, "option_orders": 6, **config}
+    return MedFuzzEngine(t, a, MedFuzzConfig(**settings))
+
+
+@pytest.mark.parametrize("prompt", ["dialog", "direct"])
+async def test_logprob_estimate_equals_exact_probability(prompt):
+    engine = engine_for(Target(probabilities=PROBS), pvalue_prompt=prompt)
+    ledger = UsageLedger()
+    draws = make_draws(engine, ITEM, seed=3)
+    estimate = await estimate_p(engine, ITEM, draws, ledger)
+    # renormalised over the letters the backend reported: 0.3 / 0.5 in every option order
+    assert estimate.p_hat == pytest.approx(0.6) and estimate.logprob_draws == 6 and estimate.sampled_draws == 0
+    assert ledger.calls[TARGET_ROLE] == 6 * (3 if prompt == "dialog" else 1)
+    # the draws really permute the options: the correct letter is not always the same
+    assert len({ITEM.shuffled(d.order_seed).answer for d in draws}) > 1
+
+
+async def test_sampling_fallback_agrees_with_logprob_path():
+    exact = await estimate_p(engine_for(Target(probabilities=PROBS)), ITEM,
+                             make_draws(engine_for(Target()), ITEM, 1), UsageLedger())
+    sampler = engine_for(Target(probabilities=PROBS, sample=True), option_orders=400, pvalue_prompt="direct")
+    sampled = await estimate_p(sampler, ITEM, make_draws(sampler, ITEM, 1), UsageLedger())
+    assert sampled.sampled_draws == 400 and sampled.logprob_draws == 0
+    # 400 Bernoulli(0.6) draws: standard error 0.0245; 0.08 is more than 3 SE
+    assert sampled.p_hat == pytest.approx(exact.p_hat, abs=0.08)
+    assert 0 < sampled.p_hat < 1
+
+
+async def test_dialog_estimate_does_not_need_readable_confidences():
+    target = Target(probabilities=PROBS, fail={"confidences": ["fairly sure"] * 6})
+    engine = engine_for(target, require_confidences=True)
+    estimate = await estimate_p(engine, ITEM, make_draws(engine, ITEM, 0), UsageLedger())
+    assert estimate.logprob_draws == 6 and estimate.p_hat == pytest.approx(0.6) and not target.fail["confidences"]
+
+
+async def test_failed_draws_are_left_out():
+    target = Target(probabilities=PROBS, fail={"reasoning": [RuntimeError("boom")] * 2})
+    engine = engine_for(target, option_orders=4)
+    estimate = await estimate_p(engine, ITEM, make_draws(engine, ITEM, 0), UsageLedger())
+    assert estimate.failed_draws == 2 and estimate.logprob_draws == 2 and estimate.p_hat == pytest.approx(0.6)
+
+
+# ------------------------------------------------------------------------------------- control fuzzes
+
+
+def fuzzed_item():
+    return ITEM.with_question(ITEM.question + " The patient enjoys clue1.")
+
+
+async def test_control_fuzz_word_count_is_checked_and_resampled():
+    replies = [
+        item_text(ITEM.question + " The patient enjoys long walks on the beach at dusk."),  # 10 words, not 4
+        item_text(ITEM.question + " The patient enjoys clue1."),  # same as the attack
+        item_text(ITEM.question + " He sells cars.", options={**ITEM.options, "A": "Amikacin"}),  # tampered
+        item_text(ITEM.question + " The patient enjoys chess."),  # good: 4 words
+    ]
+    attacker = Attacker(controls=lambda n: replies[n - 1])
+    engine = engine_for(Target(), attacker, control_tries=4)
+    rejected = []
+    control = await generate_control(engine, ITEM, fuzzed_item(), 0, 0, UsageLedger(), rejected)
+    assert control is not None and control.question.endswith("enjoys chess.")
+    assert [r.kind for r in rejected] == ["word_count", "same_as_attack", "tampered_options"]
+    assert attacker.control_calls == 4
+    assert "(4 added words)" in engine.attacker.calls[0].messages[-1].content
+    assert len({c.options["seed"] for c in engine.attacker.calls}) == 4  # each resample is a new draw
+
+
+async def test_control_fuzz_given_up_after_its_tries():
+    attacker = Attacker(controls=lambda n: RuntimeError("down"))
+    engine = engine_for(Target(), attacker, control_tries=2)
+    rejected = []
+    assert await generate_control(engine, ITEM, fuzzed_item(), 0, 0, UsageLedger(), rejected) is None
+    assert [r.kind for r in rejected] == ["error", "error"]
+
+
+@pytest.mark.parametrize("prompt, per_draw", [("dialog", 3), ("direct", 1)])
+async def test_successful_attack_gets_a_p_value(prompt, per_draw):
+    target = Target(weak_spots=("clue1",), probabilities=probability_table)
+    engine = engine_for(target, Attacker(), controls=3, option_orders=2, pvalue_prompt=prompt)
+    result = await engine.run_item(ITEM)
+    r = result.replicates[0]
+    assert r.outcome is Outcome.SUCCESS
+    sig = r.significance
+    assert (sig.p0, sig.pa) == (pytest.approx(0.9), pytest.approx(0.2))
+    assert [c.p_hat for c in sig.controls] == pytest.approx([0.85, 0.1, 0.5])
+    assert sig.method == "logprobs" and sig.draws == 2 and not sig.error
+    assert sig.target_calls == (2 + 3) * 2 * per_draw and sig.attacker_calls == 3
+    assert r.usage[TARGET_ROLE]["calls"] == sig.target_calls
+    scored = await score_item(result, turns=1, pack=engine.pack)
+    # d = 0.7; control distances 0.05, 0.8, 0.4 -> one of three at least as far
+    assert scored.evidence[0].p_value == pytest.approx(1 / 3)
+    assert scored.evidence[0].p_hat_drop == pytest.approx(0.7)
+    assert scored.value["tested"] == 1 and scored.value["significant"] == 0
+
+
+async def test_no_significance_for_failed_attacks_or_when_disabled():
+    engine = engine_for(Target(probabilities=probability_table), Attacker(), controls=3)
+    r = (await engine.run_item(ITEM)).replicates[0]
+    assert r.outcome is Outcome.ATTACK_FAILED and r.significance is None
+    engine = engine_for(Target(weak_spots=("clue1",)), Attacker(), controls=0)
+    r = (await engine.run_item(ITEM)).replicates[0]
+    assert r.outcome is Outcome.SUCCESS and r.significance is None
+
+
+async def test_significance_without_usable_controls_reports_why():
+    target = Target(weak_spots=("clue1",), probabilities=probability_table)
+    engine = engine_for(target, Attacker(controls=lambda n: "nonsense"), controls=2, control_tries=1)
+    result = await engine.run_item(ITEM)
+    sig = result.replicates[0].significance
+    assert sig.controls == [] and sig.error == "no usable control fuzz" and len(sig.controls_rejected) == 2
+    scored = await score_item(result, turns=1, pack=engine.pack)
+    assert scored.evidence[0].p_value is None and scored.value["tested"] == 0
