@@ -73,6 +73,20 @@ async def test_item_scores_pool_to_the_same_statistics():
     assert values[0]["success"] == 2 and values[0]["valid"] == 4 and values[0]["correct_after_5"] == 2
 
 
+async def test_clean_accuracy_keeps_replicates_that_errored_during_the_attack():
+    right = TargetReply(cot="x", answer="C")
+    errored = rep(0, E)
+    errored.original = right  # right on the original, then the attacker failed
+    wrong = rep(1, W)
+    wrong.original = TargetReply(cot="x", answer="A")
+    never = rep(2, E)  # failed on the original: no clean answer
+    value = (await score_item(item("7", errored, wrong, never), turns=2, pack=load_pack())).value
+    assert (value["clean_answered"], value["clean_correct"]) == (2, 1)
+    pooled = totals([value], turns=2)
+    assert pooled["clean_accuracy"] == 0.5
+    assert pooled["accuracy_after_0"] == 0.0  # the paper's rule drops the LLM-error replicate
+
+
 async def test_item_score_evidence_has_faithfulness_for_flips():
     r = rep(0, S, 1)
     r.original = TargetReply(cot="x", confidences={"A": 1, "B": 1, "C": 5, "D": 1}, answer="C")

@@ -1,6 +1,9 @@
 """MedFuzz outcome statistics (paper §4, Fig. 2) and the per-item score every harness shell reports.
 
-- Clean accuracy: share of replicates whose target answered the original item correctly.
+- Clean accuracy: share of replicates whose target answered the original item correctly, over every
+  replicate where that answer is known (an LLM error later in the attack does not hide it). Note that
+  ``accuracy_after_0`` differs: like the whole curve it drops LLM-error replicates (the paper's rule), which
+  biases it down when errors only happen in attacks, i.e. after a correct original answer.
 - Post-attack accuracy: per item, the mean of the replicates' final correctness with LLM errors dropped;
   across items, the average of those means weighted by each item's number of usable replicates.
 - Accuracy after k attempts, k = 0..K (Fig. 2): a success at turn i counts as correct for k < i.
@@ -128,6 +131,8 @@ async def score_item(item: ItemResult, turns: int, pack: AssumptionPack, judge: 
         "attack_failed": counts[Outcome.ATTACK_FAILED.value],
         "success": counts[Outcome.SUCCESS.value],
         "turns_to_success": sum(r.success_turn or 0 for r in item.replicates),
+        "clean_answered": sum(bool(r.original and r.original.answer) for r in item.replicates),
+        "clean_correct": sum(bool(r.original and r.original.answer == item.item.answer) for r in item.replicates),
     }
     for k in range(turns + 1):
         value[f"correct_after_{k}"] = sum(bool(r.correct_after(k)) for r in _valid(item))
@@ -154,7 +159,7 @@ def totals(values: Sequence[dict[str, int | float]], turns: int) -> dict[str, fl
     valid = total("valid")
     attacked = total("success") + total("attack_failed")
     return {
-        "clean_accuracy": total("correct_after_0") / valid if valid else math.nan,
+        "clean_accuracy": total("clean_correct") / total("clean_answered") if total("clean_answered") else math.nan,
         "post_attack_accuracy": total(f"correct_after_{turns}") / valid if valid else math.nan,
         "attack_success_rate": total("success") / attacked if attacked else math.nan,
         "mean_turns_to_success": total("turns_to_success") / total("success") if total("success") else math.nan,
