@@ -19,9 +19,18 @@ def _tasks_path(_: argparse.Namespace) -> int:
     return 0
 
 
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    # SIGTERM would otherwise end this process without leaving the ``with`` block, orphaning the server
+    # (it runs in its own session so a terminal's Ctrl-C reaches us, not it)
+    raise KeyboardInterrupt
+
+
 def _serve(args: argparse.Namespace) -> int:
+    import signal
+
     from medfuzz.local import start_server
 
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     with start_server(port=args.port, threads=args.threads, context=args.context) as server:
         print(server.usage_text(), flush=True)
         print("\nPress Ctrl-C to stop.", flush=True)

@@ -52,3 +52,37 @@ def test_plain_lm_eval_sees_tasks_through_include_path(tmp_path):
         assert re.search(rf"\b{name}\b", listing), name
     ours = run_cli([cli("medfuzz-lm-eval"), "ls", "tasks"])
     assert re.search(r"\bmedqa_generate\b", ours)
+
+
+def test_serve_prints_usage_and_stops_its_server_on_sigterm(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
+    process = subprocess.Popen([cli("medfuzz"), "serve"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    lines: list[str] = []
+    try:
+        for line in process.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if "Press Ctrl-C" in line:
+                break
+        text = "".join(lines)
+        port = re.search(r"127\.0\.0\.1:(\d+)/v1", text)
+        assert port, text
+        assert "--model openai-api/medfuzz/smollm2-135m-instruct" in text and "--model medfuzz-local" in text
+        children = subprocess.run(["pgrep", "-f", "--", f"--port {port.group(1)}"], capture_output=True, text=True)
+        assert children.stdout.strip(), "no llama server process found"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            left = subprocess.run(["pgrep", "-f", "--", f"--port {port.group(1)}"], capture_output=True, text=True)
+            if not left.stdout.strip():
+                break
+            time.sleep(0.5)
+        assert not left.stdout.strip(), "the llama server outlived medfuzz serve"
+    finally:
+        if process.poll() is None:
+            process.kill()
