@@ -33,7 +33,8 @@ def one_item(tmp_path: Path) -> Path:
 
 
 SMALL = ["turns=2", "replicates=1", "controls=2", "option_orders=1", "pvalue_prompt=direct", "max_retries=0",
-         "require_confidences=false", "max_tokens_scale=0.15", "min_kept=0", "target_temperature=0", "seed=1"]
+         "require_confidences=false", "max_tokens_scale=0.15", "min_kept=0", "target_temperature=0",
+         "attacker_temperature=0", "seed=1"]
 
 
 def test_inspect_medfuzz_medqa_on_the_embedded_model(local_server, one_item, tmp_path):
