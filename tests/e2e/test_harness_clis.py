@@ -84,5 +84,9 @@ def test_serve_prints_usage_and_stops_its_server_on_sigterm(tmp_path):
             time.sleep(0.5)
         assert not left.stdout.strip(), "the llama server outlived medfuzz serve"
     finally:
-        if process.poll() is None:
-            process.kill()
+        if process.poll() is None:  # a failed assertion above: still stop the server, not orphan it
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
