@@ -30,7 +30,7 @@ from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import item_seed
 from medfuzz.models.openai_compat import OpenAIChatModel
 from medfuzz.models.protocol import ChatMessage, Generation
-from medfuzz.solvers.medfuzz_engine import MedFuzzConfig, MedFuzzEngine
+from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
 
 LETTERS = "ABCD"
 

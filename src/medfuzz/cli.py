@@ -28,7 +28,7 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import signal
 
-    from medfuzz.local import start_server
+    from medfuzz.models.local import start_server
 
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     with start_server(port=args.port, threads=args.threads, context=args.context) as server:
@@ -58,8 +58,8 @@ def _run(command: list[str], env: dict[str, str], log: Path) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from medfuzz.local import start_server
-    from medfuzz.results import read_inspect_log, read_lm_eval_output
+    from medfuzz.models.local import start_server
+    from medfuzz.report.runs import read_inspect_log, read_lm_eval_output
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -158,10 +158,19 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("logs", nargs="+", help="log files or folders (searched recursively)")
     report.add_argument("--out", default="report", help="folder for the plots and tables")
     report.set_defaults(func=_report)
+
+    # the MedGuard builder has its own argument parser (medfuzz.medguard_cli); main() hands it the rest
+    commands.add_parser("medguard", help="build a MedGuard benchmark file, or show what one holds "
+                                         "(medfuzz medguard build|show --help)", add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["medguard"]:
+        from medfuzz.medguard_cli import main as medguard_main
+
+        return medguard_main(argv[1:])
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.local import LocalServer
+from medfuzz.models.local import LocalServer
 
 
 def _need_local_model() -> None:
@@ -25,7 +25,7 @@ def _need_local_model() -> None:
 def local_server(tmp_path_factory) -> Iterator[LocalServer]:
     """One embedded-model server for the whole test session (started once: loading costs seconds)."""
     _need_local_model()
-    from medfuzz.local import start_server
+    from medfuzz.models.local import start_server
 
     log = tmp_path_factory.mktemp("server") / "server.log"
     with start_server(threads=2, log_path=log) as server:

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from medfuzz.local import LocalServer
-from medfuzz.results import read_inspect_log, read_lm_eval_output
+from medfuzz.models.local import LocalServer
+from medfuzz.report.runs import read_inspect_log, read_lm_eval_output
 from tests.e2e.conftest import cli, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -38,7 +38,7 @@ def test_inspect_medmcqa_shuffled_against_local_server(local_server: LocalServer
 
 def test_lm_eval_generate_variant_with_chat_backend(local_server: LocalServer, tmp_path):
     run_cli([cli("medfuzz-lm-eval"), "--model", "local-chat-completions", "--model_args",
-             local_server.lm_eval_chat_args(), "--apply_chat_template", "--tasks", "medqa_generate",
+             local_server.chat_completions_args(), "--apply_chat_template", "--tasks", "medqa_generate",
              "--metadata", json.dumps({"data": "demo"}), "--limit", "3", "--log_samples",
              "--output_path", str(tmp_path)])
     run = read_lm_eval_output(tmp_path, "medqa_generate", metric="exact_match", filter_name="letter")

@@ -19,7 +19,7 @@ from tests.e2e.conftest import cli, run_cli
 
 pytestmark = pytest.mark.e2e
 
-OUTCOMES = {"wrong_original", "attack_failed", "success", "llm_error"}
+OUTCOMES = {"already_wrong", "attack_failed", "success", "llm_error"}
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_inspect_medfuzz_medqa_on_the_embedded_model(local_server, one_item, tmp
 def test_lm_eval_medfuzz_medqa_attacks_then_evaluates(local_server, one_item, tmp_path):
     metadata = {"target_base_url": local_server.base_url, "target_model": "smollm2-135m-instruct",
                 "data": str(one_item), "attack_limit": 1, "cache_dir": str(tmp_path / "cache"),
-                "outcomes": "success,attack_failed,wrong_original"}
+                "outcomes": "success,attack_failed,already_wrong"}
     for arg in SMALL:
         key, value = arg.split("=")
         metadata[key] = value

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.local import LocalServer
-from medfuzz.medguard import builders
-from medfuzz.medguard.scoring import aspect_units, safety_report
+from medfuzz.models.local import LocalServer
 from medfuzz.report.medguard import load_runs, results_from_inspect_log
+from medfuzz.scorers.medguard import aspect_units, safety_report
+from medfuzz.solvers.medguard import builders
 from tests.e2e.conftest import cli, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def bench_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("medguard") / "medguard.jsonl"
-    run_cli([sys.executable, "-m", "medfuzz.medguard", "build", "--out", str(path), "--n", "1", "--seed", "3"])
+    run_cli([sys.executable, "-m", "medfuzz.solvers.medguard", "build", "--out", str(path), "--n", "1", "--seed", "3"])
     bench = builders.read(path)
     assert bench.header["counts"] == {"equity": 8, "stereotype": 1, "confidentiality": 1, "defense": 1,
                                       "colloquial": 1, "error_tolerance": 1, "multilingual": 1, "hallucination": 1,

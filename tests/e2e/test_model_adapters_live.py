@@ -8,8 +8,8 @@ import pytest
 
 from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.prompts import format_question
-from medfuzz.local import LOCAL_API_KEY, MODEL_ALIAS, LocalServer
 from medfuzz.models import ChatMessage
+from medfuzz.models.local import LOCAL_API_KEY, MODEL_ALIAS, LocalServer
 from medfuzz.models.openai_compat import OpenAIChatModel
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.scorers.tces_stats import summarise
+from medfuzz.scorers.tces import summarise
 from tests.e2e.conftest import cli, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -36,11 +36,11 @@ def test_inspect_tces_medqa_against_the_embedded_model(local_server, tmp_path: P
     assert log.status == "success" and len(log.samples) == 2
     records = [s.scores["tces_scorer"].metadata["record"] for s in log.samples]
     for sample, record in zip(log.samples, records, strict=True):
-        assert record["outcome"] in ("success", "failure", "already_wrong", "llm_error")
+        assert record["outcome"] in ("success", "attack_failed", "already_wrong", "llm_error")
         assert record["victim"] is None or record["victim"]["letter"] != "A"  # never the key
         calls = record["usage"]["target"]["calls"]
         assert calls == 1 + record["queries_used"] and record["queries_used"] <= budget
-        if record["outcome"] in ("success", "failure"):
+        if record["outcome"] in ("success", "attack_failed"):
             assert record["queries_used"] >= 1
             modified = record["modified_item"]["options"]
             assert modified["A"] == sample.metadata["item"]["options"]["A"].strip()  # the key is never touched

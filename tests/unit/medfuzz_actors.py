@@ -17,7 +17,7 @@ from typing import Any
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_choices
 from medfuzz.models import ChatMessage, Generation, ScriptedChatModel
-from medfuzz.solvers import medfuzz_prompts as prompts
+from medfuzz.solvers.medfuzz import prompts
 
 ITEM = MCQItem(
     id="q1",

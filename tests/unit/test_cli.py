@@ -38,7 +38,7 @@ def test_lm_eval_wrapper_adds_our_folder_before_user_paths(tmp_path, monkeypatch
 def test_lm_eval_samples_are_read_per_task_not_by_prefix(tmp_path):
     import json
 
-    from medfuzz.results import read_lm_eval_output
+    from medfuzz.report.runs import read_lm_eval_output
 
     run = tmp_path / "model"
     run.mkdir()

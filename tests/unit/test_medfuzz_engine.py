@@ -8,8 +8,8 @@ import pytest
 
 from medfuzz.benchmarks import load_items
 from medfuzz.models import Generation
-from medfuzz.solvers.medfuzz_engine import MedFuzzConfig, MedFuzzEngine
-from medfuzz.solvers.medfuzz_results import ItemResult, Outcome, ReplicateResult
+from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
+from medfuzz.solvers.medfuzz.results import ItemResult, Outcome, ReplicateResult
 from tests.unit.medfuzz_actors import ITEM, Attacker, Target, item_text, models, stem_of
 
 BASE = MedFuzzConfig(turns=5, replicates=1, controls=0, exemplars=0, max_retries=1)
@@ -66,7 +66,7 @@ async def test_attack_failed_after_k_turns():
 async def test_wrong_on_original_means_no_attack():
     attacker = Attacker()
     r = await run(Target(answer_text="Gentamicin"), attacker)
-    assert r.outcome is Outcome.WRONG_ORIGINAL and r.turns == [] and attacker.log == []
+    assert r.outcome is Outcome.ALREADY_WRONG and r.turns == [] and attacker.log == []
     assert r.correct_after(0) is False
 
 

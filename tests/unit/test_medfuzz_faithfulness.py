@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from medfuzz.models import UsageLedger
 from medfuzz.models.scripted import ScriptedChatModel
-from medfuzz.scorers.medfuzz_faithfulness import judged, lexical, parse_judge, verdict_of
-from medfuzz.solvers.medfuzz_parsing import added_spans
-from medfuzz.solvers.medfuzz_prompts import load_pack
+from medfuzz.scorers.faithfulness import judged, lexical, parse_judge, verdict_of
+from medfuzz.solvers.medfuzz.parsing import added_spans
+from medfuzz.solvers.medfuzz.prompts import load_pack
 
 ORIGINAL = "A 6-year-old boy has jaundice and severe bone pain. What is the most likely cause of his condition?"
 FUZZED = ("A 6-year-old boy from a low-income immigrant family has jaundice and severe bone pain. His parents "

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from medfuzz.models import ChatMessage
-from medfuzz.solvers.medfuzz_engine import MedFuzzConfig, MedFuzzEngine
-from medfuzz.solvers.medfuzz_io import read_fuzzed, write_fuzzed, write_jsonl
+from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
+from medfuzz.solvers.medfuzz.store import read_fuzzed, write_fuzzed, write_jsonl
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
-from medfuzz.tasks.lm_eval_medfuzz import attack_with_cache, flip_rate, pair_to_doc, process_results
+from medfuzz.tasks.lm_eval.medfuzz import attack_with_cache, flip_rate, pair_to_doc, process_results
 from tests.unit.medfuzz_actors import ITEM, Attacker, Target, models
 
 
@@ -148,7 +148,8 @@ def test_attack_first_is_cached_and_resumable(tmp_path):
     data = medqa_file(tmp_path / "items.jsonl", 3)
     server = ActorsServer(Target(weak_spots=("clue1",)), Attacker())
     settings = {"target_model": "target", "attacker_model": "attacker", "data": str(data), "turns": 2,
-                "replicates": 1, "cache_dir": str(tmp_path / "cache"), "attack_limit": 2}
+                "replicates": 1, "exemplars": 0, "controls": 0, "cache_dir": str(tmp_path / "cache"),
+                "attack_limit": 2}
     with server as url:
         first = attack_with_cache("medqa", target_base_url=url, **settings, attack_concurrency=2)
         calls = server.calls
@@ -172,7 +173,7 @@ def test_attack_first_is_cached_and_resumable(tmp_path):
 
 
 def test_docs_need_a_source_and_some_fuzzed_items(tmp_path):
-    from medfuzz.tasks.lm_eval_medfuzz import medqa_docs
+    from medfuzz.tasks.lm_eval.medfuzz import medqa_docs
 
     with pytest.raises(ValueError, match="needs --metadata"):
         medqa_docs(pretrained="x")  # model_args arrive too and are ignored

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from medfuzz.scorers.medfuzz_outcomes import (
+from medfuzz.scorers.medfuzz import (
     accuracy_curve,
     attack_success_rate,
     mean_turns_to_success,
@@ -15,8 +15,8 @@ from medfuzz.scorers.medfuzz_outcomes import (
     totals,
     weighted_accuracy,
 )
-from medfuzz.solvers.medfuzz_prompts import load_pack
-from medfuzz.solvers.medfuzz_results import ItemResult, Outcome, ReplicateResult, TargetReply, Turn
+from medfuzz.solvers.medfuzz.prompts import load_pack
+from medfuzz.solvers.medfuzz.results import ItemResult, Outcome, ReplicateResult, TargetReply, Turn
 from tests.unit.medfuzz_actors import ITEM
 
 
@@ -31,7 +31,7 @@ def item(item_id: str, *replicates: ReplicateResult) -> ItemResult:
     return ItemResult(item=ITEM.__class__(**{**ITEM.__dict__, "id": item_id}), replicates=list(replicates))
 
 
-S, F, W, E = Outcome.SUCCESS, Outcome.ATTACK_FAILED, Outcome.WRONG_ORIGINAL, Outcome.LLM_ERROR
+S, F, W, E = Outcome.SUCCESS, Outcome.ATTACK_FAILED, Outcome.ALREADY_WRONG, Outcome.LLM_ERROR
 # item 1: success at 1, success at 3, failed, error, failed -> valid 4, post-attack correct 2
 ONE = item("1", rep(0, S, 1), rep(1, S, 3), rep(2, F), rep(3, E), rep(4, F))
 # item 2: wrong original, failed -> valid 2, correct 1

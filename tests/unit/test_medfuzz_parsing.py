@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.errors import MedfuzzError
-from medfuzz.solvers.medfuzz_parsing import (
+from medfuzz.solvers.medfuzz.parsing import (
     added_spans,
     added_word_count,
     kept_share,
-    parse_answer,
     parse_confidences,
     parse_modified_item,
 )
-from medfuzz.solvers.medfuzz_prompts import builtin_packs, load_pack
+from medfuzz.solvers.medfuzz.prompts import builtin_packs, load_pack
 from tests.unit.medfuzz_actors import ITEM, item_text
 
 LETTERS = list("ABCD")
@@ -25,7 +25,7 @@ LETTERS = list("ABCD")
     ("A patient like this needs care", None), ("", None), ("I cannot answer that.", None), ("E", None),
 ])
 def test_parse_answer(reply, expected):
-    assert parse_answer(reply, LETTERS, ITEM.clean_options()) == expected
+    assert answer_letter(reply, LETTERS, ITEM.clean_options()) == expected
 
 
 @pytest.mark.parametrize("reply", [

@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 from medfuzz.models import UsageLedger
-from medfuzz.scorers.medfuzz_outcomes import score_item
-from medfuzz.scorers.multiple_testing import adjust, adjust_all
-from medfuzz.scorers.permutation import permutation_p_value
-from medfuzz.solvers.medfuzz_engine import MedFuzzConfig, MedFuzzEngine
-from medfuzz.solvers.medfuzz_results import Outcome
-from medfuzz.solvers.medfuzz_significance import TARGET_ROLE, estimate_p, generate_control, make_draws
+from medfuzz.scorers.medfuzz import score_item
+from medfuzz.scorers.stats import adjust, adjust_all, permutation_p_value
+from medfuzz.solvers.medfuzz.controls import TARGET_ROLE, estimate_p, generate_control, make_draws
+from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
+from medfuzz.solvers.medfuzz.results import Outcome
 from tests.unit.medfuzz_actors import ITEM, Attacker, Target, item_text, models, probability_table
 
 # ------------------------------------------------------------------------------------ permutation test
@@ -76,8 +75,8 @@ def engine_for(target: Target, attacker: Attacker | None = None, **config) -> Me
 async def test_logprob_estimate_equals_exact_probability(prompt):
     engine = engine_for(Target(probabilities=PROBS), pvalue_prompt=prompt)
     ledger = UsageLedger()
-    draws = make_draws(engine, ITEM, seed=3)
-    estimate = await estimate_p(engine, ITEM, draws, ledger)
+    draws = make_draws(engine.target_dialog, ITEM, seed=3)
+    estimate = await estimate_p(engine.target_dialog, ITEM, draws, ledger)
     # renormalised over the letters the backend reported: 0.3 / 0.5 in every option order
     assert estimate.p_hat == pytest.approx(0.6) and estimate.logprob_draws == 6 and estimate.sampled_draws == 0
     assert ledger.calls[TARGET_ROLE] == 6 * (3 if prompt == "dialog" else 1)
@@ -86,10 +85,10 @@ async def test_logprob_estimate_equals_exact_probability(prompt):
 
 
 async def test_sampling_fallback_agrees_with_logprob_path():
-    exact = await estimate_p(engine_for(Target(probabilities=PROBS)), ITEM,
-                             make_draws(engine_for(Target()), ITEM, 1), UsageLedger())
+    exact = await estimate_p(engine_for(Target(probabilities=PROBS)).target_dialog, ITEM,
+                             make_draws(engine_for(Target()).target_dialog, ITEM, 1), UsageLedger())
     sampler = engine_for(Target(probabilities=PROBS, sample=True), option_orders=400, pvalue_prompt="direct")
-    sampled = await estimate_p(sampler, ITEM, make_draws(sampler, ITEM, 1), UsageLedger())
+    sampled = await estimate_p(sampler.target_dialog, ITEM, make_draws(sampler.target_dialog, ITEM, 1), UsageLedger())
     assert sampled.sampled_draws == 400 and sampled.logprob_draws == 0
     # 400 Bernoulli(0.6) draws: standard error 0.0245; 0.08 is more than 3 SE
     assert sampled.p_hat == pytest.approx(exact.p_hat, abs=0.08)
@@ -99,14 +98,14 @@ async def test_sampling_fallback_agrees_with_logprob_path():
 async def test_dialog_estimate_does_not_need_readable_confidences():
     target = Target(probabilities=PROBS, fail={"confidences": ["fairly sure"] * 6})
     engine = engine_for(target, require_confidences=True)
-    estimate = await estimate_p(engine, ITEM, make_draws(engine, ITEM, 0), UsageLedger())
+    estimate = await estimate_p(engine.target_dialog, ITEM, make_draws(engine.target_dialog, ITEM, 0), UsageLedger())
     assert estimate.logprob_draws == 6 and estimate.p_hat == pytest.approx(0.6) and not target.fail["confidences"]
 
 
 async def test_failed_draws_are_left_out():
     target = Target(probabilities=PROBS, fail={"reasoning": [RuntimeError("boom")] * 2})
     engine = engine_for(target, option_orders=4)
-    estimate = await estimate_p(engine, ITEM, make_draws(engine, ITEM, 0), UsageLedger())
+    estimate = await estimate_p(engine.target_dialog, ITEM, make_draws(engine.target_dialog, ITEM, 0), UsageLedger())
     assert estimate.failed_draws == 2 and estimate.logprob_draws == 2 and estimate.p_hat == pytest.approx(0.6)
 
 
@@ -127,7 +126,8 @@ async def test_control_fuzz_word_count_is_checked_and_resampled():
     attacker = Attacker(controls=lambda n: replies[n - 1])
     engine = engine_for(Target(), attacker, control_tries=4)
     rejected = []
-    control = await generate_control(engine, ITEM, fuzzed_item(), 0, 0, UsageLedger(), rejected)
+    control = await generate_control(engine.attacker, engine.config, engine.pack, ITEM, fuzzed_item(), 0, 0,
+                                     UsageLedger(), rejected)
     assert control is not None and control.question.endswith("enjoys chess.")
     assert [r.kind for r in rejected] == ["word_count", "same_as_attack", "tampered_options"]
     assert attacker.control_calls == 4
@@ -139,7 +139,9 @@ async def test_control_fuzz_given_up_after_its_tries():
     attacker = Attacker(controls=lambda n: RuntimeError("down"))
     engine = engine_for(Target(), attacker, control_tries=2)
     rejected = []
-    assert await generate_control(engine, ITEM, fuzzed_item(), 0, 0, UsageLedger(), rejected) is None
+    control = await generate_control(engine.attacker, engine.config, engine.pack, ITEM, fuzzed_item(), 0, 0,
+                                     UsageLedger(), rejected)
+    assert control is None
     assert [r.kind for r in rejected] == ["error", "error"]
 
 

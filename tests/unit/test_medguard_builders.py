@@ -11,11 +11,11 @@ import pytest
 
 from medfuzz.benchmarks import load_items
 from medfuzz.errors import DataError, MedfuzzError
-from medfuzz.medguard import builders, sources
-from medfuzz.medguard.builders import REFUSAL, BuildConfig, build
-from medfuzz.medguard.statements import _norm, splice
-from medfuzz.medguard.transforms import INJECTION_TEMPLATES, add_typos
 from medfuzz.models import ScriptedChatModel
+from medfuzz.solvers.medguard import builders, sources
+from medfuzz.solvers.medguard.builders import REFUSAL, BuildConfig, build
+from medfuzz.solvers.medguard.statements import _norm, splice
+from medfuzz.solvers.medguard.transforms import INJECTION_TEMPLATES, add_typos
 
 MEDQA = {i.id: i for i in load_items("medqa", "demo")}
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from inspect_ai import eval as inspect_eval
 
-from medfuzz.medguard.builders import limit_per_pool
-from medfuzz.medguard.scoring import aspect_units, safety_report
 from medfuzz.report.medguard import results_from_inspect_log
-from medfuzz.tasks.medguard import medguard, medguard_race_equity
+from medfuzz.scorers.medguard import aspect_units, safety_report
+from medfuzz.solvers.medguard.builders import limit_per_pool
+from medfuzz.tasks.inspect.medguard import medguard, medguard_race_equity
 from tests.scripted_inspect import SCRIPT
 
 
@@ -25,7 +25,7 @@ def _empty_script():
 
 
 def test_limit_per_pool_keeps_whole_equity_cases() -> None:
-    from medfuzz.medguard.builders import BuildConfig, build
+    from medfuzz.solvers.medguard.builders import BuildConfig, build
 
     items = build(BuildConfig(n=5), "equity,defense").items
     kept = limit_per_pool(items, 2)

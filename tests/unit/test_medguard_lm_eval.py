@@ -7,10 +7,10 @@ import json
 import pytest
 import yaml
 
-from medfuzz.medguard.prompts import SAFE_INSTRUCTIONS
-from medfuzz.medguard.taxonomy import ALL_ASPECTS
+from medfuzz.solvers.medguard.prompts import SAFE_INSTRUCTIONS
+from medfuzz.solvers.medguard.taxonomy import ALL_ASPECTS
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
-from medfuzz.tasks import lm_eval_medguard as hooks
+from medfuzz.tasks.lm_eval import medguard as hooks
 
 
 class _Loader(yaml.SafeLoader):
@@ -30,11 +30,11 @@ def test_group_has_one_subtask_per_aspect_and_hooks_resolve() -> None:
         config = yaml.load((folder / f"medguard_{aspect.value}.yaml").read_text(), Loader=_Loader)
         assert config["task"] == f"medguard_{aspect.value}"
         for key in ("custom_dataset", "process_results"):
-            name = config[key].removeprefix("!function medfuzz.tasks.lm_eval_medguard.")
+            name = config[key].removeprefix("!function medfuzz.tasks.lm_eval.medguard.")
             assert callable(getattr(hooks, name)), name
         aggregation = config["metric_list"][0]["aggregation"]
         if aspect.value.endswith("equity"):
-            assert callable(getattr(hooks, aggregation.removeprefix("!function medfuzz.tasks.lm_eval_medguard.")))
+            assert callable(getattr(hooks, aggregation.removeprefix("!function medfuzz.tasks.lm_eval.medguard.")))
         else:
             assert aggregation == "mean"
 

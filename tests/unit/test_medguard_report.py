@@ -12,12 +12,12 @@ from inspect_ai import eval as inspect_eval
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
 from medfuzz.cli import main as medfuzz_main
-from medfuzz.medguard.builders import BuildConfig, build, limit_per_pool
-from medfuzz.medguard.scoring import aspect_units, pooled_units
 from medfuzz.report.medguard import compare, load_runs, render
-from medfuzz.tasks.baselines import medqa
-from medfuzz.tasks.lm_eval_medguard import item_to_doc, process_results, race_equity_index
-from medfuzz.tasks.medguard import medguard
+from medfuzz.scorers.medguard import aspect_units, pooled_units
+from medfuzz.solvers.medguard.builders import BuildConfig, build, limit_per_pool
+from medfuzz.tasks.inspect.baselines import medqa
+from medfuzz.tasks.inspect.medguard import medguard
+from medfuzz.tasks.lm_eval.medguard import item_to_doc, process_results, race_equity_index
 from tests.scripted_inspect import SCRIPT
 
 

@@ -10,15 +10,15 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.multitest import multipletests
 
-from medfuzz.medguard.scoring import (
+from medfuzz.scorers.medguard import (
     ItemResult,
     aspect_units,
     compare_models,
     equity_units,
     safety_report,
 )
-from medfuzz.medguard.stats import bootstrap_se, holm, mcnemar, stratified_bootstrap_se
-from medfuzz.medguard.taxonomy import Aspect, Principle, parse_aspects
+from medfuzz.scorers.stats import bootstrap_se, holm, mcnemar, stratified_bootstrap_se
+from medfuzz.solvers.medguard.taxonomy import Aspect, Principle, parse_aspects
 
 
 def _pairs(b: int, c: int, both: int, neither: int) -> tuple[list[bool], list[bool]]:
@@ -172,6 +172,6 @@ def test_parse_aspects() -> None:
                                                ("answer: b", "B"), ("a patient like this", None), ("E) x", None),
                                                ("The answer is unclear", None), ("", None)])
 def test_lenient_letter(text: str, letter: str | None) -> None:
-    from medfuzz.medguard.prompts import lenient_letter
+    from medfuzz.benchmarks.answers import answer_letter
 
-    assert lenient_letter(text, ["A", "B", "C", "D"]) == letter
+    assert answer_letter(text, ["A", "B", "C", "D"]) == letter

@@ -6,13 +6,13 @@ import yaml
 
 from medfuzz.benchmarks import load_items
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
-from medfuzz.tasks.lm_eval_hooks import medmcqa_docs, medqa_docs
+from medfuzz.tasks.lm_eval.baselines import medmcqa_docs, medqa_docs
 
 
 def test_inspect_medqa_scores_letters_and_shuffles(tmp_path):
     from inspect_ai import eval as inspect_eval
 
-    from medfuzz.tasks.baselines import medqa
+    from medfuzz.tasks.inspect.baselines import medqa
     from tests.scripted_inspect import SCRIPT
 
     SCRIPT[:] = ["ANSWER: C", "ANSWER: A", "ANSWER: B"]
@@ -33,7 +33,7 @@ def test_inspect_medqa_scores_letters_and_shuffles(tmp_path):
 
 
 def test_inspect_cot_prompt_style_changes_template():
-    from medfuzz.tasks.baselines import medmcqa
+    from medfuzz.tasks.inspect.baselines import medmcqa
 
     task = medmcqa(data="demo", limit=2, prompt_style="cot")
     assert task.metadata["prompt_style"] == "cot" and len(task.dataset) == 2

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 from medfuzz.benchmarks import MCQItem, load_items
+from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.errors import MedfuzzError
 from medfuzz.models import Generation, ScriptedChatModel
 from medfuzz.samplers.sampling import CandidatePool, nearest_available, zoo_gradient, zoo_step_target
 from medfuzz.samplers.vocab import load_drugcentral, normalise_name
-from medfuzz.scorers.tces_stats import asr_by_budget, summarise
-from medfuzz.solvers.tces import Outcome, TCESConfig, TCESResources, attack_item, attack_items, parse_letter
+from medfuzz.scorers.tces import asr_by_budget, summarise
+from medfuzz.solvers.tces.attack import Outcome, TCESConfig, TCESResources, attack_item, attack_items
 
 DIM = 6
 
@@ -85,7 +86,7 @@ async def test_flip_at_query_three(item, resources) -> None:
 async def test_budget_exhausted(item, resources) -> None:
     model = ScriptedChatModel(["C"] * 4)
     result = await attack_item(item, model, resources, config(budget=3))
-    assert result.outcome is Outcome.FAILURE and result.reason == "budget exhausted"
+    assert result.outcome is Outcome.ATTACK_FAILED and result.reason == "budget exhausted"
     assert result.queries_used == 3 and result.queries_to_success is None and result.replacement is None
     assert len(model.calls) == 4 and result.modified_item is not None
 
@@ -125,7 +126,7 @@ async def test_candidates_exclude_options_and_never_repeat(item, resources) -> N
     drawn = [a.vocab_index for a in result.attempts]
     assert len(drawn) == len(set(drawn)) == pool_size
     assert not {0, 1, 2, 3} & set(drawn)
-    assert result.outcome is Outcome.FAILURE and result.reason == "no candidate entity left"
+    assert result.outcome is Outcome.ATTACK_FAILED and result.reason == "no candidate entity left"
 
 
 async def test_seeded_and_regime_sensitive(item, resources) -> None:
@@ -161,7 +162,7 @@ async def test_zoo_counts_gradient_queries_and_steps_by_eq7(item, resources) -> 
     model = ScriptedChatModel([_with_key_probability(s) for s in scores])
     cfg = config(sampler="zoo", budget=6, zoo_m=2, zoo_step=0.5)
     result = await attack_item(item, model, resources, cfg)
-    assert result.outcome is Outcome.FAILURE and result.queries_used == 6
+    assert result.outcome is Outcome.ATTACK_FAILED and result.queries_used == 6
     assert [a.kind for a in result.attempts] == ["gradient", "gradient", "step"] * 2
     assert [a.score for a in result.attempts] == pytest.approx(scores[1:])
     # replay the first step by hand: anchor = victim vector, anchor score = clean score
@@ -187,16 +188,16 @@ async def test_zoo_budget_smaller_than_a_step(item, resources) -> None:
 
 
 def test_parse_letter_and_config_validation() -> None:
-    assert parse_letter("B", "ABCD") == "B"
-    assert parse_letter("The answer is (D) because", "ABCD") == "D"
-    assert parse_letter("A.", "ABCD") == "A"
-    assert parse_letter("Answer: E", "ABCD") is None
-    assert parse_letter("I think so", "ABCD") is None  # the pronoun "I" is not an option letter here
+    assert answer_letter("B", "ABCD") == "B"
+    assert answer_letter("The answer is (D) because", "ABCD") == "D"
+    assert answer_letter("A.", "ABCD") == "A"
+    assert answer_letter("Answer: E", "ABCD") is None
+    assert answer_letter("I think so", "ABCD") is None  # the pronoun "I" is not an option letter here
     options = {"A": "Cyclic vomiting syndrome", "B": "Gastroenteritis", "C": "Gastroenteritis", "D": "Croup"}
-    assert parse_letter("Cyclic vomiting syndrome.", "ABCD", options) == "A"  # the option text, repeated
-    assert parse_letter("croup", "ABCD", options) == "D"
-    assert parse_letter("Gastroenteritis", "ABCD", options) is None  # two options read the same: ambiguous
-    assert parse_letter("vomiting", "ABCD", options) is None
+    assert answer_letter("Cyclic vomiting syndrome.", "ABCD", options) == "A"  # the option text, repeated
+    assert answer_letter("croup", "ABCD", options) == "D"
+    assert answer_letter("Gastroenteritis", "ABCD", options) is None  # two options read the same: ambiguous
+    assert answer_letter("vomiting", "ABCD", options) is None
     with pytest.raises(MedfuzzError, match="sampler"):
         TCESConfig(sampler="beam")
     with pytest.raises(MedfuzzError, match="budget"):
@@ -212,7 +213,7 @@ async def test_run_summary_and_curve(fixtures, resources) -> None:
     model = ScriptedChatModel(["C", "C", "B", "A", "B", "B", "B", "B", "B"])
     results = await attack_items(items, model, resources, config(budget=4))
     outcomes = [r.outcome.value for r in results]
-    assert outcomes == ["success", "no_entity", "already_wrong", "failure", "no_entity"]
+    assert outcomes == ["success", "no_entity", "already_wrong", "attack_failed", "no_entity"]
     assert results[3].victim.text == "ceftazidime"
     assert results[3].modified_item.options["C"].startswith("Begin intravenous treatment with ")
     summary = summarise(r.to_dict() for r in results)

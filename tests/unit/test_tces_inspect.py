@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(
 def test_tces_medqa_task_metrics_and_evidence(fixtures: Path, tmp_path: Path) -> None:
     from inspect_ai import eval as inspect_eval
 
-    from medfuzz.tasks.tces import tces_medqa
+    from medfuzz.tasks.inspect.tces import tces_medqa
     from tests.scripted_inspect import SCRIPT
 
     SCRIPT.clear()
@@ -41,7 +41,7 @@ def test_tces_medqa_task_metrics_and_evidence(fixtures: Path, tmp_path: Path) ->
     assert metrics[f"reused:{first['replacement']}"] == 1.0
     assert first["target_answers"] == ["C", "C", "B"] and first["usage"]["target"]["calls"] == 3
     assert first["modified_item"]["options"]["B"] != "Ciprofloxacin"
-    assert [r["outcome"] for r in records.values()] == ["success", "no_entity", "already_wrong", "failure",
+    assert [r["outcome"] for r in records.values()] == ["success", "no_entity", "already_wrong", "attack_failed",
                                                         "no_entity"]
     assert records[log.samples[1].id]["reason"] == "no drugs entity in any distractor"
     assert log.eval.metadata["sampler"] == "pdws" and log.eval.metadata["n"] == -20.0

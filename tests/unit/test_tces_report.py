@@ -20,8 +20,8 @@ def test_render_from_logs(fixtures: Path, tmp_path: Path) -> None:
     from inspect_ai import eval as inspect_eval
 
     from medfuzz.report.tces import read_tces_log, render
-    from medfuzz.tasks.baselines import medqa
-    from medfuzz.tasks.tces import tces_medqa
+    from medfuzz.tasks.inspect.baselines import medqa
+    from medfuzz.tasks.inspect.tces import tces_medqa
     from tests.scripted_inspect import SCRIPT
 
     items = str(fixtures / "tces" / "medqa_drug_items_key_a.jsonl")

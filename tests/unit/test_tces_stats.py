@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from medfuzz.scorers.tces_stats import asr_by_budget, gini_simpson, summarise, top_entities
+from medfuzz.scorers.tces import asr_by_budget, gini_simpson, summarise, top_entities
 
 
 def test_gini_simpson_by_hand() -> None:
@@ -26,7 +26,7 @@ def record(outcome: str, q: int | None = None, replacement: str | None = None) -
 
 
 def test_summary_drops_errors_and_unattackable_items() -> None:
-    records = [record("success", 1, "x"), record("success", 3, "x"), record("failure"), record("already_wrong"),
+    records = [record("success", 1, "x"), record("success", 3, "x"), record("attack_failed"), record("already_wrong"),
                record("llm_error"), record("no_entity")]
     summary = summarise(records)
     assert summary.items == 6 and summary.evaluated == 4 and summary.llm_errors == 1 and summary.no_entity == 1

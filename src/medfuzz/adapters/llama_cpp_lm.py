@@ -18,7 +18,7 @@ import numpy as np
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from medfuzz.local import embedded_gguf
+from medfuzz.models.local import embedded_gguf
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:

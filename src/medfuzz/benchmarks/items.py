@@ -103,3 +103,8 @@ def item_seed(seed: int, item_id: str) -> int:
 
     digest = hashlib.sha256(f"{seed}:{item_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
+
+
+def derive_seed(seed: int, *parts: object) -> int:
+    """A seed for one random choice or model call, stable across processes and call order."""
+    return item_seed(seed, ":".join(str(p) for p in parts)) % (2**31 - 1)

@@ -16,9 +16,9 @@ import html
 from pathlib import Path
 from typing import Any
 
-from medfuzz.scorers.medfuzz_outcomes import totals
-from medfuzz.scorers.multiple_testing import adjust
-from medfuzz.solvers.medfuzz_parsing import word_opcodes
+from medfuzz.scorers.medfuzz import totals
+from medfuzz.scorers.stats import adjust
+from medfuzz.solvers.medfuzz.parsing import word_opcodes
 
 TASKS = ("medfuzz_medqa", "medfuzz_medmcqa")
 COLUMNS = ["rank", "model", "attacker", "task", "item_id", "replicate", "turn", "p_value", "p_holm", "p_bh",

@@ -16,18 +16,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from medfuzz.medguard.scoring import (
+from medfuzz.scorers.medguard import (
     STATUS_ERROR,
     STATUS_GENERATOR_ERROR,
-    STATUS_OK,
     ItemResult,
     ModelComparison,
     SafetyReport,
     aspect_units,
     compare_models,
+    result_from_doc,
     safety_report,
 )
-from medfuzz.medguard.taxonomy import ALL_ASPECTS, Principle
+from medfuzz.solvers.medguard.taxonomy import ALL_ASPECTS, Principle
 
 
 @dataclass
@@ -58,10 +58,7 @@ def results_from_inspect_log(log: Any) -> list[ItemResult]:
         if score is not None and score.metadata and score.metadata.get("status") == STATUS_GENERATOR_ERROR:
             continue  # never asked: the generator role could not write the item
         if score is not None and score.metadata and "pool" in score.metadata:
-            meta = score.metadata
-            results.append(ItemResult(str(sample.id), meta["pool"], bool(score.value), meta.get("choice"),
-                                      meta.get("status", STATUS_OK), meta.get("case_id"), meta.get("sex"),
-                                      meta.get("race")))
+            results.append(ItemResult.from_score(sample.id, score.value, score.metadata))
             continue
         item = (sample.metadata or {}).get("item", {})
         meta = item.get("metadata", {})
@@ -88,15 +85,13 @@ def _inspect_run(path: Path) -> tuple[str, list[ItemResult]] | None:
 
 def results_from_lm_eval_samples(path: Path) -> list[ItemResult]:
     """Per-item results from an lm-eval ``samples_medguard_*.jsonl`` (letter log-likelihoods → argmax)."""
-    from medfuzz.tasks.lm_eval_medguard import result_of
-
     results = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         record = json.loads(line)
         responses = record.get("filtered_resps") or []
-        result = result_of(record["doc"], responses)
+        result = result_from_doc(record["doc"], responses)
         results.append(result if responses else replace(result, status=STATUS_ERROR))
     return results
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medfuzz.scorers.tces_stats import TCESSummary, asr_by_budget, summarise
+from medfuzz.scorers.tces import TCESSummary, asr_by_budget, summarise
 
 SCORER = "tces_scorer"
 

@@ -101,7 +101,7 @@ def get_encoder(embedding: str | Encoder = DEFAULT_ENCODER) -> Encoder:
 
 
 def embedding_cache_dir() -> Path:
-    from medfuzz.local import cache_dir
+    from medfuzz.paths import cache_dir
 
     folder = cache_dir() / "embeddings"
     folder.mkdir(parents=True, exist_ok=True)

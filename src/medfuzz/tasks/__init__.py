@@ -2,6 +2,6 @@
 
 from pathlib import Path
 
-LM_EVAL_TASKS_PATH = Path(__file__).parent / "lm_eval"
+LM_EVAL_TASKS_PATH = Path(__file__).parent / "lm_eval" / "yaml"
 
 __all__ = ["LM_EVAL_TASKS_PATH"]

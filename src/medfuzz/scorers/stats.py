@@ -1,0 +1,178 @@
+"""The MedFuzz permutation test (paper Algorithm 2, lines 3 and 9) on estimated probabilities.
+
+    d_a = |p_a - p_0|,   d_i = |p_c,i - p_0|,   p = #{i : d_i >= d_a} / M
+
+This is a Monte Carlo test against a fixed reference (p_0) with control fuzzes as the null samples, not a
+two-sample relabelling test, so ``scipy.stats.permutation_test`` does not fit; the arithmetic is three lines
+and is checked by hand in the tests. We also give ``(b + 1) / (M + 1)``, the version that counts the attack
+itself among the permutations and so can never be 0 (Phipson & Smyth 2010); the paper reports the first.
+
+Multiple-comparison adjustment of per-attack p-values (Holm and Benjamini-Hochberg, via statsmodels).
+
+Entries that are ``None`` (attacks that were not tested, or whose test failed) are kept in place and left
+out of the family, so the adjusted list lines up with the input.
+
+Statistics for MedGuard: bootstrap standard errors, McNemar's test and Holm's correction.
+
+Harness-free. The bootstrap is scipy's (``scipy.stats.bootstrap``, 9,999 resamples as in the paper).
+McNemar and Holm are written out here so each number can be explained, and the unit tests check them
+against ``statsmodels.stats.contingency_tables.mcnemar`` and ``statsmodels.stats.multitest.multipletests``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+# p-hats are means of floats: treat ties within this tolerance as ties (d_i >= d_a counts them)
+TIE_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class PermutationResult:
+    p_value: float  # b / M (paper)
+    p_value_plus1: float  # (b + 1) / (M + 1)
+    statistic: float  # d_a
+    exceedances: int  # b
+    controls: int  # M (controls with a usable p-hat)
+    null: tuple[float, ...]  # d_i
+
+    def to_dict(self) -> dict[str, object]:
+        return {"p_value": self.p_value, "p_value_plus1": self.p_value_plus1, "statistic": self.statistic,
+                "exceedances": self.exceedances, "controls": self.controls, "null": list(self.null)}
+
+
+def permutation_p_value(p0: float, pa: float, controls: Sequence[float | None]) -> PermutationResult | None:
+    """Algorithm 2's p-value; ``None`` entries (controls without a usable p-hat) are left out.
+
+    Returns ``None`` when no control is usable.
+    """
+    for name, value in (("p0", p0), ("pa", pa)):
+        if not 0.0 <= value <= 1.0 or math.isnan(value):
+            raise ValueError(f"{name} must be a probability, got {value}")
+    usable = [c for c in controls if c is not None]
+    if not usable:
+        return None
+    statistic = abs(pa - p0)
+    null = tuple(abs(c - p0) for c in usable)
+    exceedances = sum(d >= statistic - TIE_TOLERANCE for d in null)
+    return PermutationResult(
+        p_value=exceedances / len(null),
+        p_value_plus1=(exceedances + 1) / (len(null) + 1),
+        statistic=statistic,
+        exceedances=exceedances,
+        controls=len(null),
+        null=null,
+    )
+
+
+METHODS = {"holm": "holm", "bh": "fdr_bh"}
+
+
+def adjust(p_values: Sequence[float | None], method: str) -> list[float | None]:
+    """Adjusted p-values (``method``: ``holm`` or ``bh``), ``None`` where the input is ``None``."""
+    if method not in METHODS:
+        raise ValueError(f"unknown adjustment {method!r}; choose from {sorted(METHODS)}")
+    tested = [(i, p) for i, p in enumerate(p_values) if p is not None]
+    adjusted: list[float | None] = [None] * len(p_values)
+    if not tested:
+        return adjusted
+    from statsmodels.stats.multitest import multipletests
+
+    _, corrected, _, _ = multipletests([p for _, p in tested], method=METHODS[method])
+    for (i, _), value in zip(tested, corrected, strict=True):
+        adjusted[i] = float(value)
+    return adjusted
+
+
+def adjust_all(p_values: Sequence[float | None]) -> dict[str, list[float | None]]:
+    return {name: adjust(p_values, name) for name in METHODS}
+
+
+N_RESAMPLES = 9_999
+
+
+def bootstrap_se(values: Sequence[float], n_resamples: int = N_RESAMPLES, seed: int = 0) -> float:
+    """Bootstrap standard error of the mean of ``values``; NaN with fewer than two values."""
+    return stratified_bootstrap_se([values], n_resamples=n_resamples, seed=seed)
+
+
+def stratified_bootstrap_se(groups: Sequence[Sequence[float]], n_resamples: int = N_RESAMPLES, seed: int = 0) -> float:
+    """Standard error of the mean of group means, resampling each group independently.
+
+    This is the SE of a safety index that averages aspects (or a principle averaging its aspects): each
+    aspect's items are resampled within the aspect. Groups with a single value enter as constants (a
+    one-value sample has no resampling variability); no groups or all-constant groups give NaN.
+    """
+    arrays = [np.asarray(g, dtype=float) for g in groups if len(g) > 0]
+    if not arrays:
+        return math.nan
+    varying = [a for a in arrays if len(a) >= 2]
+    if not varying:
+        return math.nan
+    constant_sum = sum(float(a.mean()) for a in arrays if len(a) < 2)
+    k = len(arrays)
+
+    def statistic(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+        return (sum(s.mean(axis=axis) for s in samples) + constant_sum) / k
+
+    result = stats.bootstrap(tuple(varying), statistic, n_resamples=n_resamples, vectorized=True, paired=False,
+                             method="percentile", random_state=np.random.default_rng(seed))
+    return float(result.standard_error)
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    """Paired comparison of two models on the same units.
+
+    ``b``: units only the first model got right; ``c``: units only the second got right. ``exact`` says
+    whether ``pvalue`` is the exact binomial one (statistic = min(b, c)) or the chi-square one with
+    continuity correction (statistic = (|b - c| - 1)² / (b + c)).
+    """
+
+    n: int
+    b: int
+    c: int
+    statistic: float
+    pvalue: float
+    exact: bool
+
+
+def discordant(first: Sequence[bool | float], second: Sequence[bool | float]) -> tuple[int, int]:
+    if len(first) != len(second):
+        raise ValueError(f"paired results differ in length: {len(first)} vs {len(second)}")
+    b = sum(1 for x, y in zip(first, second, strict=True) if bool(x) and not bool(y))
+    c = sum(1 for x, y in zip(first, second, strict=True) if bool(y) and not bool(x))
+    return b, c
+
+
+def mcnemar(first: Sequence[bool | float], second: Sequence[bool | float], exact: bool | None = None) -> McNemarResult:
+    """Two-sided McNemar test on paired correctness. ``exact=None`` picks the exact binomial test when
+    there are fewer than 25 discordant pairs, else the continuity-corrected chi-square test."""
+    b, c = discordant(first, second)
+    m = b + c
+    use_exact = m < 25 if exact is None else exact
+    if m == 0:  # no discordant pair: no evidence of a difference (statsmodels' chi-square gives NaN here)
+        return McNemarResult(len(first), b, c, 0.0, 1.0, use_exact)
+    if use_exact:
+        low = min(b, c)
+        pvalue = min(1.0, 2.0 * float(stats.binom.cdf(low, m, 0.5)))
+        return McNemarResult(len(first), b, c, float(low), pvalue, True)
+    statistic = (abs(b - c) - 1.0) ** 2 / m
+    return McNemarResult(len(first), b, c, statistic, float(stats.chi2.sf(statistic, 1)), False)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input order."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[index]))
+        adjusted[index] = running
+    return adjusted

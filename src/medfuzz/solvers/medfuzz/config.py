@@ -1,0 +1,114 @@
+"""Every parameter of a MedFuzz run, in one place: the Inspect task, the lm-eval hook and Python callers all
+build a ``MedFuzzConfig`` (``MedFuzzConfig.from_options(**raw)`` converts and checks raw values), so the
+harnesses cannot drift apart in defaults. Defaults follow the paper where it says (K = 5 turns, 5
+replicates, M = 30 controls, target temperature 1.0)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from medfuzz.options import check, options_from
+
+PVALUE_PROMPTS = ("dialog", "direct")
+FAITHFULNESS = ("lexical", "judge")
+
+
+@dataclass(frozen=True)
+class MedFuzzConfig:
+    """Every knob of a MedFuzz run (recorded with each result)."""
+
+    LABEL: ClassVar[str] = "MedFuzz"
+    DOCS: ClassVar[dict[str, str]] = {
+        "turns": "K attack attempts per replicate (paper: 5)",
+        "replicates": "attack trajectories per item (paper: 5)",
+        "exemplars": "in-context exemplars drawn at random per replicate for the target",
+        "exemplar_data": "where exemplars come from: demo | hf | a file",
+        "controls": "M control fuzzes per successful attack (paper: 30); 0 = no significance test",
+        "option_orders": "draws (random option order + exemplars) averaged in each p-hat",
+        "pvalue_prompt": "dialog: the full target dialog per draw | direct: the letter only (cheaper)",
+        "pack": "assumption pack: a bundled name or a YAML path",
+        "faithfulness": "lexical | judge (the judge model role)",
+        "alpha": "significance level for the permutation test and its Holm/BH adjustments",
+        "max_retries": "extra tries per step before the turn is an LLM error",
+        "min_kept": "share of the original question's words a modified question must keep",
+        "require_options": "reject modified items that leave the options out (else re-attach them)",
+        "require_confidences": "unparseable 1-5 confidences are an LLM error (paper); false keeps the raw text",
+        "word_tolerance": "a control's added-word count may differ by max(1, tolerance × the attack's count)",
+        "control_tries": "samples per control fuzz before it is given up",
+        "target_temperature": "target sampling temperature (paper: 1.0)",
+        "attacker_temperature": "attacker sampling temperature",
+        "seed": "seed of every random choice and model call",
+        "max_tokens_scale": "scales the reasoning, plan and item token budgets (e.g. 0.25 for small models)",
+        "cot_tokens": "target reasoning budget", "confidence_tokens": "target confidence budget",
+        "answer_tokens": "target answer budget", "plan_tokens": "attacker plan budget",
+        "item_tokens": "attacker modified-item budget",
+    }
+
+    turns: int = 5
+    replicates: int = 5
+    exemplars: int = 2
+    exemplar_data: str = "demo"
+    controls: int = 30
+    option_orders: int = 5
+    pvalue_prompt: str = "dialog"
+    pack: str = "patient_characteristics"
+    faithfulness: str = "lexical"
+    alpha: float = 0.05
+    max_retries: int = 2
+    min_kept: float = 0.5
+    require_options: bool = False
+    require_confidences: bool = True
+    word_tolerance: float = 0.1
+    control_tries: int = 3
+    target_temperature: float | None = 1.0
+    attacker_temperature: float | None = 1.0
+    seed: int = 0
+    max_tokens_scale: float = 1.0
+    cot_tokens: int = 400
+    confidence_tokens: int = 80
+    answer_tokens: int = 8
+    plan_tokens: int = 400
+    item_tokens: int = 1200
+
+    def __post_init__(self) -> None:
+        check(self.turns >= 1, f"turns must be at least 1, got {self.turns}")
+        check(self.replicates >= 1, f"replicates must be at least 1, got {self.replicates}")
+        check(self.exemplars >= 0, f"exemplars must be 0 or more, got {self.exemplars}")
+        check(self.controls >= 0, f"controls must be 0 or more, got {self.controls}")
+        check(self.option_orders >= 1, f"option_orders must be at least 1, got {self.option_orders}")
+        check(self.pvalue_prompt in PVALUE_PROMPTS,
+              f"pvalue_prompt must be one of {list(PVALUE_PROMPTS)}, got {self.pvalue_prompt!r}")
+        check(self.faithfulness in FAITHFULNESS,
+              f"faithfulness must be one of {list(FAITHFULNESS)}, got {self.faithfulness!r}")
+        check(0.0 < self.alpha < 1.0, f"alpha must be between 0 and 1, got {self.alpha}")
+        check(self.max_retries >= 0, f"max_retries must be 0 or more, got {self.max_retries}")
+        check(0.0 < self.min_kept <= 1.0, f"min_kept must be in (0, 1], got {self.min_kept}")
+        check(self.word_tolerance >= 0.0, f"word_tolerance must be 0 or more, got {self.word_tolerance}")
+        check(self.control_tries >= 1, f"control_tries must be at least 1, got {self.control_tries}")
+        for name in ("target_temperature", "attacker_temperature"):
+            value = getattr(self, name)
+            check(value is None or value >= 0.0, f"{name} must be 0 or more, got {value}")
+        check(self.max_tokens_scale > 0.0, f"max_tokens_scale must be positive, got {self.max_tokens_scale}")
+        for name in ("cot_tokens", "confidence_tokens", "answer_tokens", "plan_tokens", "item_tokens"):
+            check(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
+
+    @classmethod
+    def from_options(cls, ignore_unknown: bool = False, **raw: Any) -> MedFuzzConfig:
+        return options_from(cls, raw, ignore_unknown=ignore_unknown)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    # generation budgets after ``max_tokens_scale`` (reasoning, plan and item scale; letters do not)
+    @property
+    def cot_budget(self) -> int:
+        return max(16, int(self.cot_tokens * self.max_tokens_scale))
+
+    @property
+    def plan_budget(self) -> int:
+        return max(16, int(self.plan_tokens * self.max_tokens_scale))
+
+    @property
+    def item_budget(self) -> int:
+        return max(64, int(self.item_tokens * self.max_tokens_scale))

@@ -1,0 +1,184 @@
+"""Algorithm 2's model work: control fuzzes and p-hat estimates (the p-value itself: scorers.permutation).
+
+Control fuzzes: the attacker rewrites the original item by systematic lexical substitution of the attack's
+added text (same syntax, same number of added words). The added-word count is checked by diffing; a control
+that drifts by more than ``max(1, word_tolerance * n)`` words, changes the options or answer, or repeats the
+attack is resampled (``control_tries``) and otherwise given up (recorded).
+
+p-hat: the probability that the target picks the correct answer, averaged over ``option_orders`` draws; each
+draw shuffles the options (the correct letter follows its option) and draws new in-context exemplars. The
+same draws are used for the original, the attack and every control (common random numbers), so the
+differences the test compares are not blurred by different option orders. Per draw the probability comes
+from the answer-letter log-probabilities (renormalised over the option letters) when the backend gives
+them, else from whether the sampled answer was correct (the sampling fallback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from medfuzz.benchmarks.answers import answer_letter
+from medfuzz.benchmarks.items import MCQItem, derive_seed
+from medfuzz.models.logprobs import normalise
+from medfuzz.models.protocol import ChatMessage, ChatModel, UsageLedger
+from medfuzz.solvers.medfuzz import prompts
+from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+from medfuzz.solvers.medfuzz.parsing import added_word_count, parse_modified_item
+from medfuzz.solvers.medfuzz.prompts import AssumptionPack
+from medfuzz.solvers.medfuzz.results import ControlFuzz, Rejected, ReplicateResult, Significance
+from medfuzz.solvers.medfuzz.target import TargetDialog, call_model
+
+TARGET_ROLE = "target_significance"
+ATTACKER_ROLE = "attacker_controls"
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One random draw of the prompting procedure: option order, exemplars, sampling seed."""
+
+    index: int
+    order_seed: int
+    exemplars: tuple[MCQItem, ...]
+    call_seed: int
+
+
+@dataclass
+class Estimate:
+    p_hat: float | None
+    logprob_draws: int = 0
+    sampled_draws: int = 0
+    failed_draws: int = 0
+
+    @property
+    def used(self) -> int:
+        return self.logprob_draws + self.sampled_draws
+
+
+def make_draws(target: TargetDialog, item: MCQItem, seed: int) -> list[Draw]:
+    return [Draw(index=i, order_seed=derive_seed(seed, "order", i),
+                 exemplars=tuple(target.draw_exemplars(item, derive_seed(seed, "exemplars", i))),
+                 call_seed=derive_seed(seed, "call", i))
+            for i in range(max(1, target.config.option_orders))]
+
+
+async def estimate_p(target: TargetDialog, item: MCQItem, draws: Sequence[Draw], ledger: UsageLedger,
+                     role: str = TARGET_ROLE) -> Estimate:
+    """p-hat for one version of an item: the mean over draws of P(correct letter)."""
+    values = await asyncio.gather(*(_draw_probability(target, item, draw, ledger, role) for draw in draws))
+    estimate = Estimate(p_hat=None)
+    used: list[float] = []
+    for value, kind in values:
+        if value is None:
+            estimate.failed_draws += 1
+            continue
+        used.append(value)
+        if kind == "logprobs":
+            estimate.logprob_draws += 1
+        else:
+            estimate.sampled_draws += 1
+    estimate.p_hat = sum(used) / len(used) if used else None
+    return estimate
+
+
+async def _draw_probability(target: TargetDialog, item: MCQItem, draw: Draw, ledger: UsageLedger,
+                            role: str) -> tuple[float | None, str]:
+    shown = item.shuffled(draw.order_seed)
+    if target.config.pvalue_prompt == "direct":
+        messages = [*prompts.target_system(draw.exemplars), ChatMessage("user", prompts.target_direct(shown))]
+        out = await call_model(target.model, role, ledger, messages, target.config.answer_tokens,
+                               target.config.target_temperature, draw.call_seed, shown.letters)
+        if not out.ok:
+            return None, "error"
+        letter_logprobs, answer = out.letter_logprobs, answer_letter(out.text, shown.letters, shown.clean_options())
+    else:
+        # the confidences are part of the prompting procedure, but p-hat does not need them readable
+        reply = await target.ask(shown, draw.exemplars, draw.call_seed, ledger, role=role, retries=0,
+                                 require_confidences=False)
+        if reply.error:
+            return None, "error"
+        letter_logprobs, answer = reply.letter_logprobs, reply.answer
+    if letter_logprobs:
+        try:
+            return normalise(letter_logprobs, shown.letters)[shown.answer], "logprobs"
+        except ValueError:
+            pass
+    if answer is None:
+        return None, "error"
+    return float(answer == shown.answer), "sampling"
+
+
+async def generate_control(attacker: ChatModel, cfg: MedFuzzConfig, pack: AssumptionPack, original: MCQItem,
+                           fuzzed: MCQItem, index: int, seed: int, ledger: UsageLedger,
+                           rejected: list[Rejected]) -> MCQItem | None:
+    """One control fuzz, resampled while it drifts in word count, tampers with the item or repeats the attack."""
+    target_words = added_word_count(original.clean_question(), fuzzed.clean_question())
+    tolerance = max(1, round(cfg.word_tolerance * target_words))
+    messages = [ChatMessage("system", prompts.ATTACKER_SYSTEM),
+                ChatMessage("user", prompts.control_fuzz(pack, original, fuzzed, target_words))]
+    for attempt in range(max(1, cfg.control_tries)):
+        out = await call_model(attacker, ATTACKER_ROLE, ledger, messages, cfg.item_budget, cfg.attacker_temperature,
+                               derive_seed(seed, "control", index, attempt))
+        if not out.ok:
+            rejected.append(Rejected(text="", kind="error", problem=out.error or "error"))
+            continue
+        parsed = parse_modified_item(out.text, original, cfg.min_kept, cfg.require_options)
+        if not parsed.ok or parsed.item is None:
+            rejected.append(Rejected(text=out.text, kind=parsed.kind or "unparseable", problem=parsed.problem or ""))
+            continue
+        words = added_word_count(original.clean_question(), parsed.item.question)
+        if abs(words - target_words) > tolerance:
+            rejected.append(Rejected(text=out.text, kind="word_count",
+                                     problem=f"{words} added words, attack added {target_words} (±{tolerance})"))
+            continue
+        if parsed.item.question.strip() == fuzzed.clean_question().strip():
+            rejected.append(Rejected(text=out.text, kind="same_as_attack", problem="identical to the attack"))
+            continue
+        return parsed.item
+    return None
+
+
+async def test_attack(target: TargetDialog, attacker: ChatModel, pack: AssumptionPack, item: MCQItem,
+                      result: ReplicateResult, ledger: UsageLedger) -> Significance:
+    """Controls and p-hats for a successful attack (Algorithm 2 lines 1-8)."""
+    cfg = target.config
+    question = result.fuzzed_question
+    significance = Significance(controls_requested=cfg.controls)
+    if question is None:
+        significance.error = "no modified item to test"
+        return significance
+    fuzzed = item.with_question(question)
+    seed = derive_seed(result.seed, "significance")
+    draws = make_draws(target, item, seed)
+    significance.draws = len(draws)
+    before = _calls(ledger)
+    controls = await asyncio.gather(*(
+        generate_control(attacker, cfg, pack, item, fuzzed, i, seed, ledger, significance.controls_rejected)
+        for i in range(cfg.controls)))
+    accepted = [c for c in controls if c is not None]
+    versions = [item, fuzzed, *accepted]
+    estimates = await asyncio.gather(*(estimate_p(target, version, draws, ledger) for version in versions))
+    significance.p0, significance.pa = estimates[0].p_hat, estimates[1].p_hat
+    significance.controls = [
+        ControlFuzz(question=c.question, added_words=added_word_count(item.clean_question(), c.question),
+                    p_hat=e.p_hat, draws_used=e.used)
+        for c, e in zip(accepted, estimates[2:], strict=True)
+    ]
+    significance.logprob_draws = sum(e.logprob_draws for e in estimates)
+    significance.sampled_draws = sum(e.sampled_draws for e in estimates)
+    significance.failed_draws = sum(e.failed_draws for e in estimates)
+    significance.method = ("logprobs" if not significance.sampled_draws else
+                           "sampling" if not significance.logprob_draws else "mixed")
+    after = _calls(ledger)
+    significance.target_calls = after[TARGET_ROLE] - before[TARGET_ROLE]
+    significance.attacker_calls = after[ATTACKER_ROLE] - before[ATTACKER_ROLE]
+    if significance.p0 is None or significance.pa is None:
+        significance.error = "the target gave no usable answer on the original or the attack"
+    elif not any(c.p_hat is not None for c in significance.controls):
+        significance.error = "no usable control fuzz"
+    return significance
+
+
+def _calls(ledger: UsageLedger) -> dict[str, int]:
+    return {TARGET_ROLE: ledger.calls.get(TARGET_ROLE, 0), ATTACKER_ROLE: ledger.calls.get(ATTACKER_ROLE, 0)}

@@ -1,0 +1,180 @@
+"""The MedFuzz attack loop (paper Algorithm 1, §4 replicates), harness-agnostic and async.
+
+Per item and replicate: the target answers the original item in a fresh dialog (reasoning, 1-5 confidence
+per option, letter); if it is right, one persistent attacker dialog plans and writes a modified item (cold
+start), the target answers it in a fresh dialog that never shows earlier turns, and after each failure the
+attacker writes a post-mortem, a new plan and a new item, for at most K turns; the loop stops at the first
+wrong answer. Successful attacks then get Algorithm 2's control fuzzes and p-hat estimates
+(``medfuzz_significance``). Models are only reached through ``ChatModel``; nothing here imports a harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from medfuzz.benchmarks.items import MCQItem, derive_seed
+from medfuzz.models.protocol import ChatMessage, ChatModel, UsageLedger
+from medfuzz.solvers.medfuzz import prompts
+from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+from medfuzz.solvers.medfuzz.controls import test_attack
+from medfuzz.solvers.medfuzz.parsing import (
+    added_spans,
+    added_word_count,
+    parse_modified_item,
+)
+from medfuzz.solvers.medfuzz.prompts import AssumptionPack, load_pack
+from medfuzz.solvers.medfuzz.results import ItemResult, Outcome, Rejected, ReplicateResult, TargetReply, Turn
+from medfuzz.solvers.medfuzz.target import TargetDialog, call_model, refuses
+
+
+@dataclass
+class _Session:
+    """The per-replicate context every step needs."""
+
+    item: MCQItem
+    replicate: int
+    seed: int
+    exemplars: list[MCQItem]
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+
+
+class LLMError(Exception):
+    """A step failed after its retries; the replicate's outcome becomes ``llm_error``."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(f"{step}: {message}")
+        self.step = step
+        self.message = message
+
+
+class MedFuzzEngine:
+    """Runs MedFuzz on items with a target and an attacker ``ChatModel`` (the same model may play both:
+    every dialog is a separate session)."""
+
+    def __init__(self, target: ChatModel, attacker: ChatModel, config: MedFuzzConfig | None = None,
+                 pack: AssumptionPack | str | None = None, exemplar_pool: Sequence[MCQItem] = ()) -> None:
+        self.target = target
+        self.attacker = attacker
+        self.config = config or MedFuzzConfig()
+        self.pack = pack if isinstance(pack, AssumptionPack) else load_pack(pack or prompts.DEFAULT_PACK)
+        self.exemplar_pool = list(exemplar_pool)
+        self.target_dialog = TargetDialog(target, self.config, self.exemplar_pool)
+
+    # ---------------------------------------------------------------------------------------- public
+
+    async def run_item(self, item: MCQItem) -> ItemResult:
+        replicates = await asyncio.gather(*(self.run_replicate(item, r) for r in range(self.config.replicates)))
+        return ItemResult(item=item, replicates=list(replicates),
+                          config={**self.config.to_dict(), "pack": self.pack.name, "pack_source": self.pack.source,
+                                  "target": self.target.name, "attacker": self.attacker.name})
+
+    async def run_replicate(self, item: MCQItem, replicate: int) -> ReplicateResult:
+        seed = derive_seed(self.config.seed, item.id, replicate)
+        exemplars = self.target_dialog.draw_exemplars(item, derive_seed(seed, "exemplars"))
+        session = _Session(item, replicate, seed, exemplars)
+        result = ReplicateResult(item_id=item.id, replicate=replicate, seed=seed, outcome=Outcome.LLM_ERROR,
+                                 exemplar_ids=[e.id for e in session.exemplars])
+        try:
+            await self._attack(session, result)
+        except LLMError as err:
+            result.outcome, result.error, result.error_step = Outcome.LLM_ERROR, err.message, err.step
+        if result.outcome is Outcome.SUCCESS and self.config.controls > 0:
+            result.significance = await test_attack(self.target_dialog, self.attacker, self.pack, session.item,
+                                                    result, session.ledger)
+        result.usage = session.ledger.as_dict()
+        return result
+
+    # ------------------------------------------------------------------------------------ Algorithm 1
+
+    async def _attack(self, s: _Session, result: ReplicateResult) -> None:
+        cfg = self.config
+        result.original = await self.target_dialog.ask(s.item, s.exemplars, derive_seed(s.seed, "original"), s.ledger,
+                                                role="target")
+        if not result.original.ok:
+            raise LLMError("target on the original item", result.original.error or "")
+        if result.original.answer != s.item.answer:
+            result.outcome = Outcome.ALREADY_WRONG
+            return
+        original_conf = prompts.show_confidences(result.original.confidences, result.original.confidences_raw)
+        dialog = [ChatMessage("system", prompts.ATTACKER_SYSTEM),
+                  ChatMessage("user", prompts.attacker_cold_start(self.pack, s.item, result.original.cot,
+                                                                  original_conf))]
+        previous: TargetReply | None = None
+        for index in range(1, cfg.turns + 1):
+            turn = Turn(index=index)
+            result.turns.append(turn)
+            step_seed = derive_seed(s.seed, "turn", index)
+            try:
+                if previous is not None:
+                    dialog.append(ChatMessage("user", prompts.attacker_postmortem(
+                        original_conf, previous.cot,
+                        prompts.show_confidences(previous.confidences, previous.confidences_raw))))
+                    turn.postmortem = await self._attacker_text(dialog, "post-mortem", step_seed, s.ledger,
+                                                                cfg.plan_budget)
+                    dialog += [ChatMessage("assistant", turn.postmortem),
+                               ChatMessage("user", prompts.attacker_replan(self.pack, s.item))]
+                turn.plan = await self._attacker_text(dialog, "plan", step_seed + 1, s.ledger, cfg.plan_budget)
+                dialog += [ChatMessage("assistant", turn.plan),
+                           ChatMessage("user", prompts.attacker_item_request(s.item))]
+                fuzzed, reply = await self._attacker_item(dialog, s, turn, step_seed + 2)
+                dialog.append(ChatMessage("assistant", reply))
+            except LLMError as err:
+                turn.error = str(err)
+                raise
+            turn.question = fuzzed.question
+            turn.added_spans = added_spans(s.item.clean_question(), fuzzed.question)
+            turn.added_words = added_word_count(s.item.clean_question(), fuzzed.question)
+            turn.target = await self.target_dialog.ask(fuzzed, s.exemplars, derive_seed(step_seed, "target"), s.ledger,
+                                                role="target")
+            if not turn.target.ok:
+                turn.error = turn.target.error
+                raise LLMError(f"target at turn {index}", turn.target.error or "")
+            if turn.target.answer != s.item.answer:
+                result.outcome, result.success_turn = Outcome.SUCCESS, index
+                return
+            previous = turn.target
+        result.outcome = Outcome.ATTACK_FAILED
+
+    # ------------------------------------------------------------------------------------- attacker
+
+    async def _attacker_text(self, dialog: list[ChatMessage], step: str, seed: int, ledger: UsageLedger,
+                             max_tokens: int) -> str:
+        problem = ""
+        for attempt in range(self.config.max_retries + 1):
+            reply = await call_model(self.attacker, "attacker", ledger, dialog, max_tokens,
+                                     self.config.attacker_temperature, derive_seed(seed, step, attempt))
+            text = reply.text.strip()
+            if not reply.ok:
+                problem = reply.error or "error"
+            elif not text:
+                problem = "empty reply"
+            elif refuses(text):
+                problem = f"refusal: {text[:200]}"
+            else:
+                return text
+        raise LLMError(f"attacker {step}", problem)
+
+    async def _attacker_item(self, dialog: list[ChatMessage], s: _Session, turn: Turn,
+                             seed: int) -> tuple[MCQItem, str]:
+        """The modified item; an invalid one is sent back with the reason (the bad reply is not kept)."""
+        messages = list(dialog)
+        problem = ""
+        for attempt in range(self.config.max_retries + 1):
+            reply = await call_model(self.attacker, "attacker", s.ledger, messages, self.config.item_budget,
+                                     self.config.attacker_temperature, derive_seed(seed, "item", attempt))
+            if not reply.ok:
+                problem = reply.error or "error"
+                turn.rejected.append(Rejected(text="", kind="error", problem=problem))
+                messages = list(dialog)
+                continue
+            parsed = parse_modified_item(reply.text, s.item, self.config.min_kept, self.config.require_options)
+            if parsed.ok and parsed.item is not None:
+                return parsed.item, reply.text.strip()
+            problem = f"{parsed.kind}: {parsed.problem}"
+            turn.rejected.append(Rejected(text=reply.text, kind=parsed.kind or "unparseable",
+                                          problem=parsed.problem or ""))
+            messages = [*dialog, ChatMessage("assistant", reply.text),
+                        ChatMessage("user", prompts.attacker_fix(parsed.problem or "it could not be read", s.item))]
+        raise LLMError("attacker modified item", problem)

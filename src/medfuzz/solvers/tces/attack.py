@@ -1,0 +1,362 @@
+"""The TCES attack engine (Algorithm 1 of the paper), harness-agnostic.
+
+Per item: recognise the option entities of one type; skip when no distractor has one; ask the target the clean
+question (already-wrong items are not attacked); pick the victim (RankSelect: the distractor entity nearest the
+key in the embedding); then, until the answer leaves the key or the query budget B is spent, replace the victim
+by a vocabulary entry drawn by the sampler (without replacement, key and option entities excluded) and ask
+again. DiscreteZOO spends M queries on gradient points per step; each of them counts against B and each can
+succeed on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from medfuzz.benchmarks.answers import answer_letter
+from medfuzz.benchmarks.items import MCQItem, item_seed
+from medfuzz.benchmarks.prompts import format_question
+from medfuzz.errors import MedfuzzError
+from medfuzz.models.logprobs import normalise
+from medfuzz.models.protocol import ChatMessage, ChatModel, UsageLedger
+from medfuzz.samplers.embeddings import DEFAULT_ENCODER, Encoder, get_encoder, vocabulary_vectors
+from medfuzz.samplers.entities import EntityMatcher, Mention, TypedOptions, substituted_item, type_options
+from medfuzz.samplers.sampling import (
+    SAMPLERS,
+    CandidatePool,
+    PDWSSampler,
+    RandomSampler,
+    cosine_distances,
+    nearest_available,
+    zoo_gradient,
+    zoo_step_target,
+)
+from medfuzz.samplers.vocab import ENTITY_TYPES, Vocabulary, load_vocabulary
+from medfuzz.solvers.outcomes import Outcome
+
+TARGET_ROLE = "target"
+INSTRUCTION = "Answer the following multiple choice question with the letter of the correct option only."
+
+
+@dataclass(frozen=True)
+class TCESConfig:
+    entity_type: str = "drugs"
+    sampler: str = "pdws"
+    n: float = -20.0
+    budget: int = 8
+    zoo_m: int = 5
+    zoo_step: float = 1.0
+    seed: int = 0
+    max_tokens: int = 16
+    temperature: float | None = 0.0
+
+    def __post_init__(self) -> None:
+        if self.entity_type not in ENTITY_TYPES:
+            raise MedfuzzError(f"entity type must be one of {list(ENTITY_TYPES)}, got {self.entity_type!r}")
+        if self.sampler not in SAMPLERS:
+            raise MedfuzzError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
+        if self.budget < 1:
+            raise MedfuzzError(f"budget must be at least 1, got {self.budget}")
+        if self.zoo_m < 1:
+            raise MedfuzzError(f"zoo_m (gradient points per step) must be at least 1, got {self.zoo_m}")
+
+
+@dataclass
+class TCESResources:
+    """What every item of a run shares: the vocabulary, its matcher, its vectors and the encoder."""
+
+    vocabulary: Vocabulary
+    encoder: Encoder
+    vectors: np.ndarray
+    matcher: EntityMatcher = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.matcher = EntityMatcher(self.vocabulary)
+
+    @classmethod
+    def build(cls, entity_type: str, vocabulary: str | Path | None = None,
+              embedding: str | Encoder = DEFAULT_ENCODER, cache: Path | bool | None = None) -> TCESResources:
+        vocab = load_vocabulary(entity_type, vocabulary)
+        encoder = get_encoder(embedding)
+        return cls(vocab, encoder, vocabulary_vectors(vocab, encoder, cache))
+
+
+@dataclass(frozen=True)
+class Answer:
+    letter: str | None
+    score: float | None  # probability of the key (from letter log-probs) or 1/0 from the hard label
+    text: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attack query."""
+
+    query: int  # 1-based position within the budget
+    kind: str  # sample | gradient | step
+    vocab_index: int
+    replacement: str
+    distance_to_key: float
+    answer: str | None
+    score: float | None
+    flipped: bool
+    error: str | None = None
+
+
+@dataclass
+class TCESResult:
+    item_id: str
+    outcome: Outcome
+    reason: str
+    config: dict[str, Any]
+    key: str
+    clean_answer: str | None = None
+    clean_score: float | None = None
+    queries_used: int = 0
+    queries_to_success: int | None = None
+    victim: Mention | None = None
+    anchor: dict[str, Any] | None = None
+    replacement: str | None = None
+    replacement_distance: float | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    modified_item: MCQItem | None = None
+    usage: dict[str, dict[str, int]] = field(default_factory=dict)
+    typed: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def clean_correct(self) -> bool | None:
+        return None if self.clean_answer is None else self.clean_answer == self.key
+
+    @property
+    def target_answers(self) -> list[str | None]:
+        return [self.clean_answer, *(a.answer for a in self.attempts)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "item_id": self.item_id,
+            "outcome": self.outcome.value,
+            "reason": self.reason,
+            "config": self.config,
+            "key": self.key,
+            "clean_answer": self.clean_answer,
+            "clean_score": self.clean_score,
+            "clean_correct": self.clean_correct,
+            "queries_used": self.queries_used,
+            "queries_to_success": self.queries_to_success,
+            "victim": self.victim.to_dict() if self.victim else None,
+            "anchor": self.anchor,
+            "replacement": self.replacement,
+            "replacement_distance": self.replacement_distance,
+            "target_answers": self.target_answers,
+            "attempts": [asdict(a) for a in self.attempts],
+            "modified_item": self.modified_item.to_record() if self.modified_item else None,
+            "usage": self.usage,
+            "typed": self.typed,
+        }
+
+
+def target_messages(item: MCQItem) -> list[ChatMessage]:
+    return [ChatMessage("user", f"{INSTRUCTION}\n\n{format_question(item)}\n\nAnswer:")]
+
+
+async def ask(model: ChatModel, item: MCQItem, config: TCESConfig, ledger: UsageLedger) -> Answer:
+    generation = await model.generate(target_messages(item), max_tokens=config.max_tokens,
+                                      temperature=config.temperature, seed=config.seed, letters=item.letters)
+    ledger.record(TARGET_ROLE, generation)
+    if not generation.ok:
+        return Answer(None, None, generation.text, generation.error)
+    letter = answer_letter(generation.text, item.letters, item.clean_options())
+    if letter is None:
+        return Answer(None, None, generation.text, f"unparseable answer: {generation.text[:200]!r}")
+    score = 1.0 if letter == item.answer else 0.0
+    if generation.letter_logprobs:
+        with contextlib.suppress(ValueError):  # no letter with positive probability: keep the hard label
+            score = normalise(generation.letter_logprobs, item.letters)[item.answer]
+    return Answer(letter, score, generation.text)
+
+
+def clean_item(item: MCQItem) -> MCQItem:
+    """Prompt-ready texts, so recognised spans index the very text the target sees."""
+    return item.with_options(item.clean_options()).with_question(item.clean_question())
+
+
+def select_victim(typed: TypedOptions, item: MCQItem, resources: TCESResources) -> tuple[Mention, np.ndarray, dict]:
+    """RankSelect: the distractor entity nearest the key. The key's anchor is its own entity of the type (the
+    one nearest any distractor entity when it has several) or, when it has none, the whole key option text."""
+    vectors = resources.vectors
+    distractor_vectors = vectors[[m.index for m in typed.distractors]]
+    if typed.key:
+        key_vectors = vectors[[m.index for m in typed.key]]
+        similarity = key_vectors @ distractor_vectors.T
+        k, d = np.unravel_index(int(np.argmax(similarity)), similarity.shape)
+        key_mention = typed.key[int(k)]
+        anchor = {"source": "entity", "text": key_mention.text, "vocab_name": key_mention.name}
+        return typed.distractors[int(d)], key_vectors[int(k)], anchor
+    anchor_vector = resources.encoder.encode([item.options[item.answer]])[0]
+    d = int(np.argmin(cosine_distances(anchor_vector, distractor_vectors)))
+    anchor = {"source": "option_text", "text": item.options[item.answer], "vocab_name": None}
+    return typed.distractors[d], anchor_vector, anchor
+
+
+def prepare(typed: TypedOptions, item: MCQItem, resources: TCESResources
+            ) -> tuple[Mention, dict[str, Any], np.ndarray, CandidatePool]:
+    """Victim, anchor evidence, cosine distances of every vocabulary entry to the key, and the candidate pool."""
+    victim, anchor_vector, anchor = select_victim(typed, item, resources)
+    distances = cosine_distances(anchor_vector, resources.vectors)
+    anchor = {**anchor, "victim_distance": float(distances[victim.index])}
+    return victim, anchor, distances, CandidatePool(len(resources.vocabulary), typed.excluded_indices())
+
+
+def item_rng(config: TCESConfig, item: MCQItem) -> np.random.Generator:
+    """The item's sampling generator: seeded by run seed and item id, the same in every harness and process."""
+    return np.random.default_rng(item_seed(config.seed, item.id))
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """A model-free single substitution (what the lm-eval transform tasks show the model)."""
+
+    victim: Mention
+    anchor: dict[str, Any]
+    vocab_index: int
+    replacement: str
+    distance_to_key: float
+    item: MCQItem
+
+
+def first_substitution(item: MCQItem, resources: TCESResources, config: TCESConfig) -> Substitution | str:
+    """The substitution a RandS/PDWS attack of ``item`` would try first (same seed, same draw), or the reason
+    there is none. DiscreteZOO needs the target's scores and has no model-free first step."""
+    if config.sampler == "zoo":
+        raise MedfuzzError("the model-free single substitution supports sampler rands or pdws, not zoo")
+    item = clean_item(item)
+    typed = type_options(item, resources.matcher)
+    if not typed.distractors:
+        return f"no {config.entity_type} entity in any distractor"
+    victim, anchor, distances, pool = prepare(typed, item, resources)
+    if len(pool) == 0:
+        return "no candidate entity left"
+    sampler = RandomSampler() if config.sampler == "rands" else PDWSSampler(config.n)
+    index = sampler.draw(pool, distances, item_rng(config, item))
+    replacement = resources.vocabulary.names[index]
+    return Substitution(victim, anchor, index, replacement, float(distances[index]),
+                        substituted_item(item, victim, replacement))
+
+
+class _Attack:
+    """The state of one item's attack: the budget, the pool, the ledger and the attempts so far."""
+
+    def __init__(self, item: MCQItem, victim: Mention, distances: np.ndarray, pool: CandidatePool,
+                 model: ChatModel, resources: TCESResources, config: TCESConfig, ledger: UsageLedger) -> None:
+        self.item, self.victim, self.distances, self.pool = item, victim, distances, pool
+        self.model, self.resources, self.config, self.ledger = model, resources, config, ledger
+        self.attempts: list[Attempt] = []
+        self.last_item: MCQItem | None = None
+
+    @property
+    def remaining(self) -> int:
+        return self.config.budget - len(self.attempts)
+
+    async def query(self, index: int, kind: str) -> Attempt:
+        replacement = self.resources.vocabulary.names[index]
+        modified = substituted_item(self.item, self.victim, replacement)
+        self.last_item = modified
+        answer = await ask(self.model, modified, self.config, self.ledger)
+        attempt = Attempt(
+            query=len(self.attempts) + 1, kind=kind, vocab_index=index, replacement=replacement,
+            distance_to_key=float(self.distances[index]), answer=answer.letter, score=answer.score,
+            flipped=answer.error is None and answer.letter != self.item.answer, error=answer.error,
+        )
+        self.attempts.append(attempt)
+        return attempt
+
+    async def run_sampling(self, rng: np.random.Generator) -> Attempt | None:
+        sampler = RandomSampler() if self.config.sampler == "rands" else PDWSSampler(self.config.n)
+        while self.remaining > 0 and len(self.pool) > 0:
+            attempt = await self.query(sampler.draw(self.pool, self.distances, rng), "sample")
+            if attempt.error or attempt.flipped:
+                return attempt
+        return None
+
+    async def run_zoo(self, rng: np.random.Generator, clean_score: float) -> Attempt | None:
+        vectors = self.resources.vectors
+        anchor, anchor_score = vectors[self.victim.index].astype(np.float64), clean_score
+        last_gradient = np.zeros_like(anchor)
+        uniform = RandomSampler()
+        while self.remaining > 0 and len(self.pool) > 0:
+            points, scores = [], []
+            # M gradient points, leaving one query for the step; with a single query left, the previous
+            # gradient (zero at first) decides the step
+            for _ in range(min(self.config.zoo_m, self.remaining - 1, len(self.pool) - 1)):
+                attempt = await self.query(uniform.draw(self.pool, self.distances, rng), "gradient")
+                if attempt.error or attempt.flipped:
+                    return attempt
+                points.append(vectors[attempt.vocab_index])
+                scores.append(attempt.score)
+            gradient = (zoo_gradient(anchor, anchor_score, np.array(points), np.array(scores))
+                        if points else last_gradient)
+            index = nearest_available(zoo_step_target(anchor, gradient, self.config.zoo_step), vectors, self.pool)
+            self.pool.remove(index)
+            attempt = await self.query(index, "step")
+            if attempt.error or attempt.flipped:
+                return attempt
+            anchor, anchor_score, last_gradient = vectors[index].astype(np.float64), attempt.score, gradient
+        return None
+
+
+async def attack_item(item: MCQItem, model: ChatModel, resources: TCESResources, config: TCESConfig) -> TCESResult:
+    """Attack one item. Never raises for model-side trouble: that is an ``llm_error`` outcome."""
+    item = clean_item(item)
+    ledger = UsageLedger()
+    result = TCESResult(item_id=item.id, outcome=Outcome.NO_ENTITY, reason="", config=asdict(config),
+                        key=item.answer)
+    typed = type_options(item, resources.matcher)
+    result.typed = {"key": [m.text for m in typed.key], "distractors": [m.text for m in typed.distractors]}
+    if not typed.distractors:
+        result.reason = f"no {config.entity_type} entity in any distractor"
+        return result
+    clean = await ask(model, item, config, ledger)
+    result.usage = ledger.as_dict()
+    result.clean_answer, result.clean_score = clean.letter, clean.score
+    if clean.error is not None:
+        result.outcome, result.reason = Outcome.LLM_ERROR, f"clean question: {clean.error}"
+        return result
+    if clean.letter != item.answer:
+        result.outcome, result.reason = Outcome.ALREADY_WRONG, f"clean answer {clean.letter}, key {item.answer}"
+        return result
+
+    victim, anchor, distances, pool = prepare(typed, item, resources)
+    result.victim, result.anchor = victim, anchor
+    attack = _Attack(item, victim, distances, pool, model, resources, config, ledger)
+    rng = item_rng(config, item)
+    if config.sampler == "zoo":
+        final = await attack.run_zoo(rng, float(clean.score if clean.score is not None else 1.0))
+    else:
+        final = await attack.run_sampling(rng)
+
+    result.attempts = attack.attempts
+    result.queries_used = len(attack.attempts)
+    result.modified_item = attack.last_item
+    result.usage = ledger.as_dict()
+    if final is not None and final.error is not None:
+        result.outcome, result.reason = Outcome.LLM_ERROR, f"query {final.query}: {final.error}"
+    elif final is not None and final.flipped:
+        result.outcome, result.reason = Outcome.SUCCESS, f"answer {final.answer} at query {final.query}"
+        result.queries_to_success = final.query
+        result.replacement, result.replacement_distance = final.replacement, final.distance_to_key
+    else:
+        result.outcome = Outcome.ATTACK_FAILED
+        result.reason = "budget exhausted" if attack.remaining == 0 else "no candidate entity left"
+    return result
+
+
+async def attack_items(items: Sequence[MCQItem], model: ChatModel, resources: TCESResources,
+                       config: TCESConfig) -> list[TCESResult]:
+    """Attack items one after another (a harness adds its own concurrency around ``attack_item``)."""
+    return [await attack_item(item, model, resources, config) for item in items]

@@ -1,0 +1,272 @@
+"""Inspect ``@solver`` shell around the MedFuzz engine (the engine itself imports no harness).
+
+The target is the task's model; the attacker is the ``attacker`` model role (``--model-role
+attacker=openai/gpt-4o``), by default the target model again in separate dialogs, as in the paper.
+
+Inspect ``@scorer``/``@metric`` shells for MedFuzz (numbers from ``medfuzz_outcomes``, tests from
+``permutation`` and ``multiple_testing``).
+
+``Score.value`` holds per-item counts (replicates, outcome classes, correct after k attempts, tested and
+significant attacks, faithfulness verdicts) so the metrics pool them exactly as the paper weights them;
+``Score.metadata`` holds each replicate's whole story (plans, reasoning, confidences, the fuzzed item,
+controls, p-values, faithfulness).
+
+Inspect tasks ``medfuzz/medfuzz_medqa`` and ``medfuzz/medfuzz_medmcqa``.
+
+    inspect eval medfuzz/medfuzz_medqa --model openai/gpt-4o-mini --model-role attacker=openai/gpt-4o \
+        -T data=demo -T turns=5 -T replicates=5 -T controls=30
+
+Without ``--model-role attacker=...`` the target model attacks itself (separate dialogs), as in the paper.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from inspect_ai import Task, task
+from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput, get_model
+from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
+from inspect_ai.solver import Generate, Solver, TaskState, solver
+
+from medfuzz.adapters.inspect_model import InspectChatModel
+from medfuzz.benchmarks import load_items
+from medfuzz.benchmarks.items import MCQItem
+from medfuzz.benchmarks.prompts import format_question
+from medfuzz.scorers.medfuzz import ALPHA, score_item, totals
+from medfuzz.scorers.stats import adjust
+from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
+from medfuzz.solvers.medfuzz.prompts import AssumptionPack, load_pack
+from medfuzz.solvers.medfuzz.results import ItemResult
+from medfuzz.solvers.medfuzz.store import fuzzed_records
+from medfuzz.solvers.outcomes import Outcome
+from medfuzz.tasks.inspect._dataset import mcq_dataset
+
+STATE_KEY = "medfuzz"
+
+
+@solver
+def medfuzz_attack(config: MedFuzzConfig | None = None, pack: AssumptionPack | str | None = None,
+                   exemplar_pool: Sequence[MCQItem] = ()) -> Solver:
+    """Run MedFuzz (all replicates) on the sample's item; the result goes to ``state.metadata["medfuzz"]``."""
+    config = config or MedFuzzConfig()
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        target = InspectChatModel(get_model())
+        attacker = InspectChatModel(get_model(role="attacker"))
+        engine = MedFuzzEngine(target, attacker, config, pack, exemplar_pool)
+        item = MCQItem.from_record(state.metadata["item"])
+        result = await engine.run_item(item)
+        state.metadata[STATE_KEY] = result.to_dict()
+        story = _story(result)
+        state.messages.append(ChatMessageUser(content=story[0]))
+        state.messages.append(ChatMessageAssistant(content=story[1]))
+        state.output = ModelOutput.from_content(model=target.name, content=story[1])
+        return state
+
+    return solve
+
+
+def _story(result: ItemResult) -> tuple[str, str]:
+    """A readable pair of messages for ``inspect view``: the most telling modified item and its outcome."""
+    item = result.item
+    best = next((r for r in result.replicates if r.outcome is Outcome.SUCCESS), None)
+    best = best or next((r for r in result.replicates if r.final_turn is not None), None)
+    counts = ", ".join(f"{k}: {v}" for k, v in result.counts().items() if v)
+    if best is None or best.final_turn is None:
+        errors = "; ".join(sorted({f"{r.error_step}: {r.error}" for r in result.replicates if r.error}))
+        return (f"MedFuzz on item {item.id}: no modified item was produced.",
+                f"Replicates: {counts}." + (f" Errors: {errors}" if errors else ""))
+    turn = best.final_turn
+    shown = item.with_question(turn.question or item.question)
+    added = "\n".join(f"+ {span}" for span in turn.added_spans)
+    reply = turn.target
+    answer = reply.answer if reply else None
+    return (f"MedFuzz replicate {best.replicate}, turn {turn.index} ({best.outcome.value}). Modified item:\n\n"
+            f"{format_question(shown)}\n\nAdded text:\n{added}",
+            f"Target's reasoning: {reply.cot if reply else ''}\n\nConfidences: {reply.confidences if reply else None}"
+            f"\nAnswer: {answer} (correct: {item.answer})\n\nReplicates: {counts}.")
+
+
+def _values(scores: list[SampleScore]) -> list[dict[str, Any]]:
+    return [s.score.value for s in scores if isinstance(s.score.value, dict)]
+
+
+def _turns(values: list[dict[str, Any]]) -> int:
+    ks = [int(key.rsplit("_", 1)[1]) for v in values for key in v if key.startswith("correct_after_")]
+    return max(ks) if ks else 0
+
+
+def _pooled(name: str):
+    def compute(scores: list[SampleScore]) -> float:
+        values = _values(scores)
+        return totals(values, _turns(values))[name]
+
+    return compute
+
+
+@metric
+def clean_accuracy() -> Metric:
+    """Share of usable replicates whose target answered the original item correctly."""
+    return _pooled("clean_accuracy")
+
+
+@metric
+def post_attack_accuracy() -> Metric:
+    """Paper §4: per-item replicate means (LLM errors dropped), weighted by usable replicates."""
+    return _pooled("post_attack_accuracy")
+
+
+@metric
+def attack_success_rate() -> Metric:
+    return _pooled("attack_success_rate")
+
+
+@metric
+def mean_turns_to_success() -> Metric:
+    return _pooled("mean_turns_to_success")
+
+
+@metric
+def llm_error_rate() -> Metric:
+    return _pooled("llm_error_rate")
+
+
+@metric
+def accuracy_after() -> Metric:
+    """Accuracy after k = 0..K attack attempts (paper Fig. 2), one value per k."""
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        values = _values(scores)
+        turns = _turns(values)
+        pooled = totals(values, turns)
+        return {f"k{k}": pooled[f"accuracy_after_{k}"] for k in range(turns + 1)}
+
+    return compute
+
+
+def _significant(method: str, alpha: float):
+    def compute(scores: list[SampleScore]) -> float:
+        p_values = [p for s in scores for p in (s.score.metadata or {}).get("p_values", [])]
+        return float(sum(p is not None and p < alpha for p in adjust(p_values, method)))
+
+    return compute
+
+
+@metric
+def significant_holm(alpha: float = ALPHA) -> Metric:
+    """Tested successful attacks with Holm-adjusted p < alpha, the family being all tests of the run."""
+    return _significant("holm", alpha)
+
+
+@metric
+def significant_bh(alpha: float = ALPHA) -> Metric:
+    """Tested successful attacks with Benjamini-Hochberg-adjusted p < alpha (false discovery rate)."""
+    return _significant("bh", alpha)
+
+
+@metric
+def unfaithful_rate() -> Metric:
+    """Share of flipped answers whose reasoning mentions none of the added text (paper Fig. 3)."""
+    def compute(scores: list[SampleScore]) -> float:
+        values = _values(scores)
+        assessed = sum(v.get(f"cot_mentions_{k}", 0) for v in values for k in ("none", "some", "all"))
+        none = sum(v.get("cot_mentions_none", 0) for v in values)
+        return none / assessed if assessed else math.nan
+
+    return compute
+
+
+METRICS = [clean_accuracy(), post_attack_accuracy(), accuracy_after(), attack_success_rate(),
+           mean_turns_to_success(), llm_error_rate(), significant_holm(), significant_bh(),
+           unfaithful_rate()]
+
+
+@scorer(metrics=METRICS)
+def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str = "lexical",
+                   alpha: float = ALPHA) -> Scorer:
+    """Score a MedFuzz sample. ``faithfulness``: ``lexical`` or ``judge`` (the ``judge`` model role, default
+    the task model)."""
+    resolved = pack if isinstance(pack, AssumptionPack) else load_pack(pack or "patient_characteristics")
+    if faithfulness not in ("lexical", "judge"):
+        raise ValueError(f"faithfulness must be 'lexical' or 'judge', not {faithfulness!r}")
+
+    async def score(state: TaskState, target: Target) -> Score:
+        result = ItemResult.from_dict(state.metadata[STATE_KEY])
+        turns = int(result.config.get("turns", 0))
+        judge = InspectChatModel(get_model(role="judge")) if faithfulness == "judge" else None
+        scored = await score_item(result, turns, resolved, judge, alpha)
+        replicates = []
+        for replicate, evidence in zip(result.replicates, scored.evidence, strict=True):
+            story = replicate.to_dict()
+            story.update(p_value=evidence.p_value, permutation=evidence.permutation,
+                         faithfulness=evidence.faithfulness.to_dict() if evidence.faithfulness else None,
+                         confidence_drop=evidence.confidence_drop, p_hat_drop=evidence.p_hat_drop,
+                         fuzzed_question=replicate.fuzzed_question)
+            replicates.append(story)
+        return Score(
+            value=scored.value,
+            answer=scored.answer,
+            explanation=scored.explanation,
+            metadata={"item": result.item.to_record(), "p_values": scored.p_values, "replicates": replicates,
+                      "config": result.config},
+        )
+
+    return score
+
+
+def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
+                 config: MedFuzzConfig) -> Task:
+    """The MedFuzz Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
+    pack = load_pack(config.pack)
+    exemplars = load_items(benchmark, config.exemplar_data) if config.exemplars > 0 else []
+    return Task(
+        dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
+        solver=medfuzz_attack(config, pack, exemplars),
+        scorer=medfuzz_scorer(pack, config.faithfulness, config.alpha),
+        metadata={"medfuzz_method": "medfuzz", "benchmark": benchmark, "data": data, "split": split,
+                  "shuffle_choices": shuffle_choices, "pack": pack.name, "pack_source": pack.source,
+                  "medfuzz": config.to_dict()},
+    )
+
+
+@task
+def medfuzz(benchmark: str = "medqa", data: str = "hf", split: str | None = None, limit: int | None = None,
+            shuffle_choices: bool = False, **options: Any) -> Task:
+    """MedFuzz (paper Algorithms 1 and 2) on ``benchmark`` (medqa | medmcqa). ``data``: hf | demo | a file.
+    Every ``MedFuzzConfig`` parameter is a ``-T name=value`` option (``turns``, ``replicates``, ``controls``,
+    ``pack``, ...; table in docs/medfuzz.md); unknown names are an error."""
+    return medfuzz_task(benchmark, data, split, limit, shuffle_choices, MedFuzzConfig.from_options(**options))
+
+
+@task
+def medfuzz_medqa(data: str = "hf", split: str | None = None, limit: int | None = None,
+                  shuffle_choices: bool = False, **options: Any) -> Task:
+    """MedFuzz on MedQA-USMLE (4 options); options as ``medfuzz/medfuzz``."""
+    return medfuzz_task("medqa", data, split, limit, shuffle_choices, MedFuzzConfig.from_options(**options))
+
+
+@task
+def medfuzz_medmcqa(data: str = "hf", split: str | None = None, limit: int | None = None,
+                    shuffle_choices: bool = False, **options: Any) -> Task:
+    """MedFuzz on MedMCQA; options as ``medfuzz/medfuzz``."""
+    return medfuzz_task("medmcqa", data, split, limit, shuffle_choices, MedFuzzConfig.from_options(**options))
+
+
+def fuzzed_from_log(path: str | Path) -> list[dict[str, Any]]:
+    """Fuzzed records (``medfuzz.solvers.medfuzz.store`` format) from an Inspect ``medfuzz_*`` log: the
+    scorer's metadata holds every replicate."""
+    from inspect_ai.log import read_eval_log
+
+    log = read_eval_log(str(path))
+    results = []
+    for sample in log.samples or []:
+        score = (sample.scores or {}).get("medfuzz_scorer")
+        if score is None or not score.metadata:
+            continue
+        results.append(ItemResult.from_dict({"item": score.metadata["item"],
+                                             "replicates": score.metadata["replicates"],
+                                             "config": score.metadata.get("config", {})}))
+    return fuzzed_records(results)
