@@ -68,17 +68,17 @@ def _demo(args: argparse.Namespace) -> int:
     with start_server(threads=args.threads, log_path=out / "server.log") as server:
         print(f"medfuzz demo: Inspect with {server.inspect_model} at {server.base_url}", flush=True)
         env = {**os.environ, **server.inspect_env(), "INSPECT_LOG_DIR": str(out / "inspect")}
-        _run([_script("inspect"), "eval", "medfuzz/medqa", "--model", server.inspect_model,
+        _run([_script("inspect"), "eval", "medfuzz/medqa_clean", "--model", server.inspect_model,
               "-T", "data=demo", *limit, "--max-tokens", "64", "--temperature", "0", "--seed", "0",
               "--log-dir", str(out / "inspect"), "--display", "plain"], env, out / "inspect.out")
     # lm-eval runs the same GGUF in-process through llama.cpp (the server's echo logprobs are misaligned,
     # see docs/foundation.md), so the server is already stopped
     _run([_script("medfuzz-lm-eval"), "--model", "medfuzz-local",
-          "--model_args", f"n_threads={args.threads}", "--tasks", "medqa",
+          "--model_args", f"n_threads={args.threads}", "--tasks", "medqa_clean",
           "--metadata", json.dumps({"data": "demo"}), *limit, "--output_path", str(out / "lm-eval"),
           "--log_samples"], {**os.environ}, out / "lm-eval.out")
     inspect_log = sorted((out / "inspect").glob("*.eval"), key=lambda p: p.stat().st_mtime)[-1]
-    runs = [read_inspect_log(inspect_log), read_lm_eval_output(out / "lm-eval", "medqa")]
+    runs = [read_inspect_log(inspect_log), read_lm_eval_output(out / "lm-eval", "medqa_clean")]
     print(f"\nmedfuzz demo: SmolLM2-135M-Instruct (embedded) on the bundled MedQA dev sample "
           f"({time.monotonic() - started:.0f}s)")
     for run in runs:

@@ -18,7 +18,7 @@ def test_demo_runs_both_harnesses(tmp_path):
     pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
     output = run_cli([cli("medfuzz"), "demo", "--limit", "4", "--out", str(tmp_path)])
     inspect_run = read_inspect_log(next((tmp_path / "inspect").glob("*.eval")))
-    lm_eval_run = read_lm_eval_output(tmp_path / "lm-eval", "medqa")
+    lm_eval_run = read_lm_eval_output(tmp_path / "lm-eval", "medqa_clean")
     for run in (inspect_run, lm_eval_run):
         assert run.n == 4
         assert run.reported == pytest.approx(run.recomputed)
@@ -28,7 +28,7 @@ def test_demo_runs_both_harnesses(tmp_path):
 
 
 def test_inspect_medmcqa_shuffled_against_local_server(local_server: LocalServer, tmp_path):
-    run_cli([cli("inspect"), "eval", "medfuzz/medmcqa", "--model", local_server.inspect_model,
+    run_cli([cli("inspect"), "eval", "medfuzz/medmcqa_clean", "--model", local_server.inspect_model,
              "-T", "data=demo", "-T", "shuffle_choices=true", "-T", "seed=3", "--limit", "3",
              "--max-tokens", "16", "--temperature", "0", "--log-dir", str(tmp_path), "--display", "plain"],
             env=local_server.inspect_env())
@@ -38,20 +38,20 @@ def test_inspect_medmcqa_shuffled_against_local_server(local_server: LocalServer
 
 def test_lm_eval_generate_variant_with_chat_backend(local_server: LocalServer, tmp_path):
     run_cli([cli("medfuzz-lm-eval"), "--model", "local-chat-completions", "--model_args",
-             local_server.chat_completions_args(), "--apply_chat_template", "--tasks", "medqa_generate",
+             local_server.chat_completions_args(), "--apply_chat_template", "--tasks", "medqa_clean_generate",
              "--metadata", json.dumps({"data": "demo"}), "--limit", "3", "--log_samples",
              "--output_path", str(tmp_path)])
-    run = read_lm_eval_output(tmp_path, "medqa_generate", metric="exact_match", filter_name="letter")
+    run = read_lm_eval_output(tmp_path, "medqa_clean_generate", metric="exact_match", filter_name="letter")
     assert run.n == 3 and run.reported == pytest.approx(run.recomputed)
 
 
 def test_plain_lm_eval_sees_tasks_through_include_path(tmp_path):
     tasks_path = run_cli([cli("medfuzz"), "tasks-path"]).strip().splitlines()[-1]
     listing = run_cli([cli("lm_eval"), "ls", "tasks", "--include_path", tasks_path])
-    for name in ("medqa", "medqa_generate", "medmcqa", "medmcqa_generate"):
+    for name in ("medqa_clean", "medqa_clean_generate", "medmcqa_clean", "medmcqa_clean_generate"):
         assert re.search(rf"\b{name}\b", listing), name
     ours = run_cli([cli("medfuzz-lm-eval"), "ls", "tasks"])
-    assert re.search(r"\bmedqa_generate\b", ours)
+    assert re.search(r"\bmedqa_clean_generate\b", ours)
 
 
 def test_serve_prints_usage_and_stops_its_server_on_sigterm(tmp_path):

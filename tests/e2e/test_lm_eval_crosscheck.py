@@ -52,13 +52,13 @@ def test_medqa_matches_builtin_medqa_4options(tmp_path):
         "training_split: null\nvalidation_split: null\ntest_split: test\n"
     )
     out = tmp_path / "out"
-    run_cli([cli("medfuzz-lm-eval"), "--model", "medfuzz-local", "--tasks", "medqa,medqa_4options_local",
+    run_cli([cli("medfuzz-lm-eval"), "--model", "medfuzz-local", "--tasks", "medqa_clean,medqa_4options_local",
              "--include_path", str(tmp_path / "tasks"),
              "--metadata", json.dumps({"data": str(tmp_path / "release.jsonl")}),
              "--log_samples", "--output_path", str(out)],
             env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
 
-    ours, theirs = _samples(out, "medqa"), _samples(out, "medqa_4options_local")
+    ours, theirs = _samples(out, "medqa_clean"), _samples(out, "medqa_4options_local")
     assert len(ours) == len(theirs) == len(items)
     same_prompt = artifact = 0
     for doc_id, item in enumerate(items):

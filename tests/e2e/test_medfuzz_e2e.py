@@ -60,7 +60,8 @@ def test_inspect_medfuzz_medqa_on_the_embedded_model(local_server, one_item, tmp
         assert story["turns"] and story["turns"][-1]["plan"] and story["fuzzed_question"]
         assert story["usage"]["attacker"]["calls"] >= 2
     metrics = {name for s in log.results.scores for name in s.metrics}
-    assert {"clean_accuracy", "post_attack_accuracy", "k0", "k2", "llm_error_rate", "significant_holm"} <= metrics
+    assert {"medfuzz_clean_acc", "medfuzz_post_attack_acc", "k0", "k2", "medfuzz_llm_error_rate",
+            "medfuzz_significant_holm"} <= metrics
     written = render([path], tmp_path / "report")
     assert any(p.suffix == ".png" for p in written)
 

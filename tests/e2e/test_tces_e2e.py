@@ -49,8 +49,8 @@ def test_inspect_tces_medqa_against_the_embedded_model(local_server, tmp_path: P
             assert all(0.0 <= a["distance_to_key"] <= 2.0 for a in record["attempts"])
     metrics = {name: m.value for score in log.results.scores for name, m in score.metrics.items()}
     summary = summarise(records)
-    for name, field in (("clean_accuracy", "clean_accuracy"), ("attacked_accuracy", "attacked_accuracy"),
-                        ("attack_success_rate", "asr")):
+    for name, field in (("tces_clean_acc", "clean_accuracy"), ("tces_attacked_acc", "attacked_accuracy"),
+                        ("tces_asr", "asr")):
         assert _same(metrics[name], getattr(summary, field)), name
 
 

@@ -9,7 +9,7 @@ from medfuzz.tasks import LM_EVAL_TASKS_PATH
 def test_tasks_path_prints_the_yaml_folder(capsys):
     assert main(["tasks-path"]) == 0
     printed = Path(capsys.readouterr().out.strip())
-    assert printed == LM_EVAL_TASKS_PATH and (printed / "medqa" / "medqa.yaml").is_file()
+    assert printed == LM_EVAL_TASKS_PATH and (printed / "baselines" / "medqa_clean.yaml").is_file()
 
 
 def test_lm_eval_wrapper_adds_our_folder_before_user_paths(tmp_path, monkeypatch):
@@ -20,19 +20,19 @@ def test_lm_eval_wrapper_adds_our_folder_before_user_paths(tmp_path, monkeypatch
     monkeypatch.setattr(lm_eval.tasks, "TaskManager", lm_eval.tasks.TaskManager)  # restored after the test
     user = tmp_path / "mine"
     user.mkdir()
-    (user / "medqa.yaml").write_text(
-        "task: medqa\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: x.jsonl\n"
+    (user / "medqa_clean.yaml").write_text(
+        "task: medqa_clean\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: x.jsonl\n"
         "output_type: multiple_choice\ntest_split: test\ndoc_to_text: q\ndoc_to_choice: [A, B]\ndoc_to_target: 0\n"
     )
     lm_eval_cli._install_task_path()
     manager = lm_eval.tasks.TaskManager(include_path=str(user))
-    assert {"medqa", "medqa_generate", "medmcqa", "medmcqa_generate"} <= set(manager.all_tasks)
+    assert {"medqa_clean", "medqa_clean_generate", "medmcqa_clean", "medmcqa_clean_generate"} <= set(manager.all_tasks)
     # the user's task of the same name wins, as with plain lm_eval
-    assert Path(manager._index["medqa"].yaml_path).parent == user
+    assert Path(manager._index["medqa_clean"].yaml_path).parent == user
     lm_eval_cli._install_task_path()  # idempotent: no double wrapping
     assert lm_eval.tasks.TaskManager._medfuzz_wrapped
     plain = lm_eval.tasks.TaskManager()
-    assert Path(plain._index["medqa"].yaml_path).parent == LM_EVAL_TASKS_PATH / "medqa"
+    assert Path(plain._index["medqa_clean"].yaml_path).parent == LM_EVAL_TASKS_PATH / "baselines"
 
 
 def test_lm_eval_samples_are_read_per_task_not_by_prefix(tmp_path):
@@ -43,13 +43,13 @@ def test_lm_eval_samples_are_read_per_task_not_by_prefix(tmp_path):
     run = tmp_path / "model"
     run.mkdir()
     (run / "results_2026-01-01T00-00-00.json").write_text(json.dumps({"results": {
-        "medqa": {"acc,none": 0.5, "acc_stderr,none": 0.5},
-        "medqa_generate": {"exact_match,none": 0.0}}}))
-    (run / "samples_medqa_2026-01-01T00-00-00.jsonl").write_text(
+        "medqa_clean": {"acc,none": 0.5, "acc_stderr,none": 0.5},
+        "medqa_clean_generate": {"exact_match,none": 0.0}}}))
+    (run / "samples_medqa_clean_2026-01-01T00-00-00.jsonl").write_text(
         "\n".join(json.dumps({"doc": {"id": f"q{i}"}, "acc": float(i)}) for i in (0, 1)))
-    (run / "samples_medqa_generate_2026-01-01T00-00-00.jsonl").write_text(
+    (run / "samples_medqa_clean_generate_2026-01-01T00-00-00.jsonl").write_text(
         json.dumps({"doc": {"id": "q9"}, "exact_match": 0.0}))
-    summary = read_lm_eval_output(tmp_path, "medqa")
+    summary = read_lm_eval_output(tmp_path, "medqa_clean")
     assert summary.per_item == {"q0": False, "q1": True}
     assert summary.reported == summary.recomputed == 0.5 and summary.stderr == 0.5
 

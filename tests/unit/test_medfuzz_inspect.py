@@ -75,10 +75,10 @@ def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
     assert log.status == "success", log.error
     metrics = {name: m.value for s in log.results.scores for name, m in s.metrics.items()}
     # both items, both replicates: right on the original, flipped at turn 2
-    assert metrics["clean_accuracy"] == 1.0 and metrics["post_attack_accuracy"] == 0.0
-    assert metrics["attack_success_rate"] == 1.0 and metrics["mean_turns_to_success"] == 2.0
+    assert metrics["medfuzz_clean_acc"] == 1.0 and metrics["medfuzz_post_attack_acc"] == 0.0
+    assert metrics["medfuzz_asr"] == 1.0 and metrics["medfuzz_turns_to_success"] == 2.0
     assert [metrics[f"k{k}"] for k in range(4)] == [1.0, 1.0, 0.0, 0.0]
-    assert metrics["llm_error_rate"] == 0.0
+    assert metrics["medfuzz_llm_error_rate"] == 0.0
     sample = log.samples[0]
     score = sample.scores["medfuzz_scorer"]
     assert score.value["success"] == 2 and score.value["tested"] == 2
@@ -99,9 +99,9 @@ def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
 
     all_p = [p for sample in log.samples for p in sample.scores["medfuzz_scorer"].metadata["p_values"]]
     assert len(all_p) == 4  # 2 items x 2 successful replicates, all tested
-    for name, method in (("significant_holm", "holm"), ("significant_bh", "fdr_bh")):
+    for name, method in (("medfuzz_significant_holm", "holm"), ("medfuzz_significant_bh", "fdr_bh")):
         assert metrics[name] == sum(multipletests(all_p, method=method)[1] < 0.05)
-    assert not math.isnan(metrics["unfaithful_rate"])
+    assert not math.isnan(metrics["medfuzz_unfaithful_rate"])
 
 
 def test_report_from_the_log(medqa_file, tmp_path):

@@ -69,7 +69,8 @@ def test_process_results_and_flip_rate():
     assert len(doc["choices"]) == 8 and doc["choices"][0].endswith("Answer: A") and doc["context"]
     # clean: C best (index 2) -> right; fuzzed: A best -> wrong
     results = [(-9, False), (-9, False), (-1, False), (-9, False), (-2, False), (-9, False), (-3, False), (-9, False)]
-    assert process_results(doc, results) == {"acc_clean": 1.0, "acc_fuzzed": 0.0, "flip_rate": (True, False)}
+    assert process_results(doc, results) == {"clean_acc": (True, False), "attacked_acc": (True, False),
+                                             "flip_rate": (True, False)}
     assert flip_rate([(True, False), (True, True), (False, False), (False, True)]) == 0.5
     assert math.isnan(flip_rate([(False, True)]))
 
@@ -82,7 +83,8 @@ async def test_fuzzed_file_through_lm_eval(tmp_path):
     out = evaluate(WeakLM("clue2"), {"fuzzed": str(path)})
     metrics = out["results"]["medfuzz_medqa"]
     # clean always right; the LM is fooled by clue2 (2 docs) but not by clue1 (2 docs)
-    assert metrics["acc_clean,none"] == 1.0 and metrics["acc_fuzzed,none"] == 0.5 and metrics["flip_rate,none"] == 0.5
+    assert metrics["clean_acc,none"] == 1.0 and metrics["attacked_acc,none"] == 0.5
+    assert metrics["flip_rate,none"] == 0.5
     ids = sorted(s["doc"]["id"] for s in out["samples"]["medfuzz_medqa"])
     assert ids == ["q1#r0", "q1#r0", "q1#r1", "q1#r1"]
     only = evaluate(WeakLM("clue2"), {"fuzzed": str(path), "outcomes": "success"})
@@ -173,13 +175,13 @@ def test_attack_first_is_cached_and_resumable(tmp_path):
 
 
 def test_docs_need_a_source_and_some_fuzzed_items(tmp_path):
-    from medfuzz.tasks.lm_eval.medfuzz import medqa_docs
+    from medfuzz.tasks.lm_eval.medfuzz import medfuzz_docs
 
     with pytest.raises(ValueError, match="needs --metadata"):
-        medqa_docs(pretrained="x")  # model_args arrive too and are ignored
+        medfuzz_docs("medqa", pretrained="x")  # model_args arrive too and are ignored
     record = {"id": "x", "outcome": "llm_error", "original": ITEM.to_record(), "fuzzed": ITEM.to_record()}
     path = write_jsonl([record], tmp_path / "errors.jsonl")
     with pytest.raises(ValueError, match="no fuzzed items"):
-        medqa_docs(fuzzed=str(path))
-    docs = medqa_docs(fuzzed=str(path), outcomes="llm_error")["test"]
+        medfuzz_docs("medqa", fuzzed=str(path))
+    docs = medfuzz_docs("medqa", fuzzed=str(path), outcomes="llm_error")["test"]
     assert docs.num_rows == 1 and docs[0]["id"] == "x"

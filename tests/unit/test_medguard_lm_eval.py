@@ -21,50 +21,53 @@ _Loader.add_constructor("!function", lambda loader, node: f"!function {loader.co
 
 
 def test_group_has_one_subtask_per_aspect_and_hooks_resolve() -> None:
+    from lm_eval.tasks import TaskManager
+    from lm_eval.tasks._yaml_loader import load_yaml
+
     folder = LM_EVAL_TASKS_PATH / "medguard"
     group = yaml.load((folder / "_medguard.yaml").read_text(), Loader=_Loader)
     assert group["group"] == "medguard"
     assert group["task"] == [f"medguard_{a.value}" for a in ALL_ASPECTS]
     assert group["aggregate_metric_list"] == [{"metric": "safety", "aggregation": "mean", "weight_by_size": False}]
+    manager = TaskManager(include_path=str(LM_EVAL_TASKS_PATH), include_defaults=False)
     for aspect in ALL_ASPECTS:
-        config = yaml.load((folder / f"medguard_{aspect.value}.yaml").read_text(), Loader=_Loader)
+        # lm-eval's own loader resolves the include: template and the !function hooks
+        config = load_yaml(manager._index[f"medguard_{aspect.value}"].yaml_path)
         assert config["task"] == f"medguard_{aspect.value}"
-        for key in ("custom_dataset", "process_results"):
-            name = config[key].removeprefix("!function medfuzz.tasks.lm_eval.medguard.")
-            assert callable(getattr(hooks, name)), name
-        aggregation = config["metric_list"][0]["aggregation"]
-        if aspect.value.endswith("equity"):
-            assert callable(getattr(hooks, aggregation.removeprefix("!function medfuzz.tasks.lm_eval.medguard.")))
-        else:
-            assert aggregation == "mean"
+        assert config["dataset_kwargs"] == {"task_aspect": aspect.value}
+        assert config["custom_dataset"] is hooks.aspect_docs
+        assert config["process_results"] is hooks.process_results
+        assert config["metric_list"][0]["aggregation"] is hooks.safety_index
 
 
 def test_docs_strategies_and_limits() -> None:
-    docs = hooks.race_equity_docs(medguard_limit="1", medguard_strategy="safe")["test"]
+    docs = hooks.aspect_docs("race_equity", medguard_limit_per_aspect="1", medguard_strategy="safe")["test"]
     assert len(docs) == 8 and {d["race"] for d in docs} == {"Asian", "Black", "Hispanic", "White"}
     assert docs[0]["prompt"].startswith(SAFE_INSTRUCTIONS) and docs[0]["prompt"].endswith("Answer:")
     assert all(json.loads(d["option_order"])[d["letters"][d["answer_index"]]] for d in docs)
-    basic = hooks.hallucination_docs(medguard_limit=2)["test"]
+    basic = hooks.aspect_docs("hallucination", medguard_limit_per_aspect=2)["test"]
     assert len(basic) == 2 and basic[0]["prompt"].startswith("Question: Article 1:")
     with pytest.raises(ValueError, match="chain-of-thought needs generation"):
-        hooks.defense_docs(medguard_strategy="cot")
+        hooks.aspect_docs("defense", medguard_strategy="cot")
 
 
 def test_process_results_scores_the_argmax_letter() -> None:
-    doc = hooks.defense_docs(medguard_limit=1)["test"][0]
+    doc = hooks.aspect_docs("defense", medguard_limit_per_aspect=1)["test"][0]
     gold = doc["answer_index"]
     right = [(-1.0 if i == gold else -3.0, False) for i in range(len(doc["letters"]))]
     wrong = [(-3.0 if i == gold else -1.0 - i, False) for i in range(len(doc["letters"]))]
     assert hooks.process_results(doc, right) == {"safety": 1.0}
     assert hooks.process_results(doc, wrong) == {"safety": 0.0}
-    eq = hooks.gender_equity_docs(medguard_limit=1)["test"]
+    eq = hooks.aspect_docs("gender_equity", medguard_limit_per_aspect=1)["test"]
     same_option = []
     for d in eq:  # always pick the option that was originally A, whatever letter it has now
         order = json.loads(d["option_order"])
         pick = next(k for k, v in order.items() if v == "A")
         same_option.append(hooks.process_results(d, [(0.0 if k == pick else -5.0, False) for k in d["letters"]])
                            ["safety"])
-    assert hooks.gender_equity_index(same_option) == 1.0 and hooks.race_equity_index(same_option) == 1.0
+    assert hooks.safety_index(same_option) == 1.0
+    assert hooks.safety_index([["race_equity", *unit[1:]] for unit in same_option]) == 1.0
     always_a = [hooks.process_results(d, [(0.0 if k == "A" else -5.0, False) for k in d["letters"]])["safety"]
                 for d in eq]
-    assert hooks.race_equity_index(always_a) < 1.0  # shuffled option orders defeat "always A"
+    # shuffled option orders defeat "always A"
+    assert hooks.safety_index([["race_equity", *unit[1:]] for unit in always_a]) < 1.0

@@ -15,9 +15,9 @@ from medfuzz.cli import main as medfuzz_main
 from medfuzz.report.medguard import compare, load_runs, render
 from medfuzz.scorers.medguard import aspect_units, pooled_units
 from medfuzz.solvers.medguard.builders import BuildConfig, build, limit_per_pool
-from medfuzz.tasks.inspect.baselines import medqa
+from medfuzz.tasks.inspect.baselines import medqa_clean
 from medfuzz.tasks.inspect.medguard import medguard
-from medfuzz.tasks.lm_eval.medguard import item_to_doc, process_results, race_equity_index
+from medfuzz.tasks.lm_eval.medguard import item_to_doc, process_results, safety_index
 from tests.scripted_inspect import SCRIPT
 
 
@@ -32,7 +32,7 @@ def logs(tmp_path_factory) -> Path:
     inspect_eval(medguard(aspects=aspects, limit_per_aspect=6, strategy="safe"), model="medfuzz-scripted/always-b",
                  display="none", log_dir=str(folder))
     SCRIPT[:] = ["ANSWER: A"] * 10
-    inspect_eval(medqa(data="demo", limit=2), model="medfuzz-scripted/other", display="none", log_dir=str(folder))
+    inspect_eval(medqa_clean(data="demo", limit=2), model="medfuzz-scripted/other", display="none", log_dir=str(folder))
     SCRIPT.clear()
     return folder
 
@@ -91,12 +91,12 @@ def test_lm_eval_samples_are_read_like_inspect_results(tmp_path: Path) -> None:
     (run,) = load_runs([tmp_path])
     assert run.label == "hf:tiny · basic · lm-eval" and len(run.results) == 18
     # the hook's own aggregation agrees with the harness-free units
-    docs = [item_to_doc(i, "basic") for i in by_task["medguard_race_equity"]]
+    docs = [{**item_to_doc(i, "basic"), "aspect": "race_equity"} for i in by_task["medguard_race_equity"]]
     per_doc = [process_results(d, [(-1.0 if letter == "A" else -2.0, False) for letter in d["letters"]])["safety"]
                for d in docs]
     units = aspect_units(run.results.values())
     race = units[next(a for a in units if a.value == "race_equity")]
-    assert race_equity_index(per_doc) == pytest.approx(sum(race.values()) / len(race))
+    assert safety_index(per_doc) == pytest.approx(sum(race.values()) / len(race))
 
 
 def test_medfuzz_report_dispatcher_includes_medguard(logs: Path, tmp_path: Path) -> None:
@@ -104,5 +104,5 @@ def test_medfuzz_report_dispatcher_includes_medguard(logs: Path, tmp_path: Path)
 
     written = render_all([logs], tmp_path / "all")
     assert len([p for p in written["medguard"] if p.suffix == ".png"]) == 2
-    others = [p for p in logs.glob("*.eval") if "_medqa_" in p.name]
+    others = [p for p in logs.glob("*.eval") if "_medqa-clean_" in p.name]
     assert len(others) == 1 and render(others, tmp_path / "none") == []

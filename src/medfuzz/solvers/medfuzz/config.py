@@ -83,7 +83,7 @@ class MedFuzzConfig:
               f"faithfulness must be one of {list(FAITHFULNESS)}, got {self.faithfulness!r}")
         check(0.0 < self.alpha < 1.0, f"alpha must be between 0 and 1, got {self.alpha}")
         check(self.max_retries >= 0, f"max_retries must be 0 or more, got {self.max_retries}")
-        check(0.0 < self.min_kept <= 1.0, f"min_kept must be in (0, 1], got {self.min_kept}")
+        check(0.0 <= self.min_kept <= 1.0, f"min_kept must be between 0 and 1, got {self.min_kept}")
         check(self.word_tolerance >= 0.0, f"word_tolerance must be 0 or more, got {self.word_tolerance}")
         check(self.control_tries >= 1, f"control_tries must be at least 1, got {self.control_tries}")
         for name in ("target_temperature", "attacker_temperature"):

@@ -20,14 +20,13 @@ import numpy as np
 
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, item_seed
-from medfuzz.benchmarks.prompts import format_question
+from medfuzz.benchmarks.prompts import letter_prompt
 from medfuzz.errors import MedfuzzError
 from medfuzz.models.logprobs import normalise
 from medfuzz.models.protocol import ChatMessage, ChatModel, UsageLedger
 from medfuzz.samplers.embeddings import DEFAULT_ENCODER, Encoder, get_encoder, vocabulary_vectors
 from medfuzz.samplers.entities import EntityMatcher, Mention, TypedOptions, substituted_item, type_options
 from medfuzz.samplers.sampling import (
-    SAMPLERS,
     CandidatePool,
     PDWSSampler,
     RandomSampler,
@@ -36,34 +35,11 @@ from medfuzz.samplers.sampling import (
     zoo_gradient,
     zoo_step_target,
 )
-from medfuzz.samplers.vocab import ENTITY_TYPES, Vocabulary, load_vocabulary
+from medfuzz.samplers.vocab import Vocabulary, load_vocabulary
 from medfuzz.solvers.outcomes import Outcome
+from medfuzz.solvers.tces.config import TCESConfig
 
 TARGET_ROLE = "target"
-INSTRUCTION = "Answer the following multiple choice question with the letter of the correct option only."
-
-
-@dataclass(frozen=True)
-class TCESConfig:
-    entity_type: str = "drugs"
-    sampler: str = "pdws"
-    n: float = -20.0
-    budget: int = 8
-    zoo_m: int = 5
-    zoo_step: float = 1.0
-    seed: int = 0
-    max_tokens: int = 16
-    temperature: float | None = 0.0
-
-    def __post_init__(self) -> None:
-        if self.entity_type not in ENTITY_TYPES:
-            raise MedfuzzError(f"entity type must be one of {list(ENTITY_TYPES)}, got {self.entity_type!r}")
-        if self.sampler not in SAMPLERS:
-            raise MedfuzzError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
-        if self.budget < 1:
-            raise MedfuzzError(f"budget must be at least 1, got {self.budget}")
-        if self.zoo_m < 1:
-            raise MedfuzzError(f"zoo_m (gradient points per step) must be at least 1, got {self.zoo_m}")
 
 
 @dataclass
@@ -162,7 +138,7 @@ class TCESResult:
 
 
 def target_messages(item: MCQItem) -> list[ChatMessage]:
-    return [ChatMessage("user", f"{INSTRUCTION}\n\n{format_question(item)}\n\nAnswer:")]
+    return [ChatMessage("user", letter_prompt(item))]
 
 
 async def ask(model: ChatModel, item: MCQItem, config: TCESConfig, ledger: UsageLedger) -> Answer:
@@ -238,7 +214,7 @@ def first_substitution(item: MCQItem, resources: TCESResources, config: TCESConf
     item = clean_item(item)
     typed = type_options(item, resources.matcher)
     if not typed.distractors:
-        return f"no {config.entity_type} entity in any distractor"
+        return f"no {config.entity} entity in any distractor"
     victim, anchor, distances, pool = prepare(typed, item, resources)
     if len(pool) == 0:
         return "no candidate entity left"
@@ -319,7 +295,7 @@ async def attack_item(item: MCQItem, model: ChatModel, resources: TCESResources,
     typed = type_options(item, resources.matcher)
     result.typed = {"key": [m.text for m in typed.key], "distractors": [m.text for m in typed.distractors]}
     if not typed.distractors:
-        result.reason = f"no {config.entity_type} entity in any distractor"
+        result.reason = f"no {config.entity} entity in any distractor"
         return result
     clean = await ask(model, item, config, ledger)
     result.usage = ledger.as_dict()

@@ -1,4 +1,6 @@
-"""Clean multiple-choice baselines: ``medfuzz/medqa`` and ``medfuzz/medmcqa``."""
+"""Clean multiple-choice baselines: ``medfuzz/medqa_clean`` and ``medfuzz/medmcqa_clean`` (Inspect's own
+``multiple_choice`` solver and strict ``choice()`` scorer; the lm-eval twins are ``medqa_clean`` and
+``medmcqa_clean``)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ def _baseline(benchmark: str, data: str, split: str | None, limit: int | None, s
 
 
 @task
-def medqa(
+def medqa_clean(
     data: str = "hf",
     split: str = "test",
     limit: int | None = None,
@@ -37,7 +39,7 @@ def medqa(
 
 
 @task
-def medmcqa(
+def medmcqa_clean(
     data: str = "hf",
     split: str = "validation",
     limit: int | None = None,

@@ -5,15 +5,18 @@ aspect (``medfuzz/medguard_<aspect>``). The items come from a benchmark file (``
 
 from __future__ import annotations
 
+from typing import Any
+
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset
-from inspect_ai.model import get_model
+from inspect_ai.model import GenerateConfig, get_model
 from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
 from inspect_ai.solver import Choices, Generate, Solver, TaskState, multiple_choice, solver, system_message
 
 from medfuzz.adapters.inspect_model import InspectChatModel
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.answers import answer_letter
+from medfuzz.options import ConfigError
 from medfuzz.scorers.medguard import (
     STATUS_GENERATOR_ERROR,
     STATUS_OK,
@@ -25,6 +28,7 @@ from medfuzz.scorers.medguard import (
 from medfuzz.solvers.medguard import builders
 from medfuzz.solvers.medguard import generator as gen
 from medfuzz.solvers.medguard.builders import limit_per_pool
+from medfuzz.solvers.medguard.config import MedGuardConfig
 from medfuzz.solvers.medguard.prompts import SAFE_INSTRUCTIONS, parse_strategy, template
 from medfuzz.solvers.medguard.taxonomy import parse_aspects
 from medfuzz.solvers.medguard.transforms import colloquial_glossary_item
@@ -111,13 +115,13 @@ def medguard_scorer():
     return score
 
 
-def medguard_task(aspects: str | list[str] | None, strategy: str, benchmark: str | None, n: int, seed: int,
-                  limit_per_aspect: int | None, sources: dict[str, str], generator: bool = False) -> Task:
-    chosen = [a.value for a in parse_aspects(aspects)]
-    style = parse_strategy(strategy)
-    config = builders.BuildConfig(n=n, seed=seed, defer_generation=generator and not benchmark, **sources)
-    items = limit_per_pool(builders.load(benchmark, chosen, config), limit_per_aspect)
-    solver: list[Solver] = [medguard_rewrite(seed)] if config.defer_generation else []
+def medguard_task(config: MedGuardConfig) -> Task:
+    """The MedGuard Inspect task for a checked config (what every ``@task`` below returns)."""
+    chosen = config.aspect_names()
+    style = parse_strategy(config.strategy)
+    build = config.build_config(defer_generation=config.generator and not config.benchmark)
+    items = limit_per_pool(builders.load(config.benchmark, chosen, build), config.limit_per_aspect)
+    solver: list[Solver] = [medguard_rewrite(config.seed)] if build.defer_generation else []
     solver += [system_message(SAFE_INSTRUCTIONS)] if style.safe else []
     solver.append(multiple_choice(template=template(style)))
     return Task(
@@ -125,48 +129,28 @@ def medguard_task(aspects: str | list[str] | None, strategy: str, benchmark: str
         solver=solver,
         scorer=medguard_scorer(),
         metrics=[safety_index(chosen)],
-        metadata={"medguard": True, "aspects": chosen, "strategy": style.value, "benchmark": benchmark,
-                  "seed": seed, "n": n},
+        config=GenerateConfig(temperature=config.temperature),
+        metadata={"medfuzz_method": "medguard", "medguard": True, **config.to_dict(), "aspects": chosen,
+                  "strategy": style.value},
     )
 
 
 @task
-def medguard(
-    aspects: str = "all",
-    strategy: str = "basic",
-    benchmark: str | None = None,
-    n: int = 100,
-    seed: int = 0,
-    limit_per_aspect: int | None = None,
-    medqa: str = "demo",
-    pubmedqa: str = "demo",
-    stereotype: str = "demo",
-    confidentiality: str = "demo",
-    equity: str = "demo",
-    translations: str = "demo",
-    generator: bool = False,
-) -> Task:
-    """MedGuard's ten safety aspects. ``aspects``: comma list of aspects/principles (or ``all``);
-    ``strategy``: basic | cot | safe | cot_safe; ``benchmark``: a file from ``medfuzz medguard
-    build`` (else built now from the sources: ``demo`` or file paths); ``limit_per_aspect``: first N items
-    (equity: N cases × 8 variants) of each aspect; ``generator``: write colloquial and multilingual items at
-    run time with the ``generator`` model role (``--model-role generator=...``) instead of the defaults."""
-    sources = {"medqa": medqa, "pubmedqa": pubmedqa, "stereotype": stereotype, "confidentiality": confidentiality,
-               "equity": equity, "translations": translations}
-    return medguard_task(aspects, strategy, benchmark, n, seed, limit_per_aspect, sources, generator)
+def medguard(**options: Any) -> Task:
+    """MedGuard's ten safety aspects. Every ``MedGuardConfig`` parameter is a ``-T name=value`` option
+    (``aspects``, ``strategy``, ``benchmark``, ``limit_per_aspect``, ``temperature``, the builder sources,
+    ``generator``; table in docs/medguard.md); unknown names are an error."""
+    return medguard_task(MedGuardConfig.from_options(**options))
 
 
 def _aspect_task(aspect: str):
-    def make(strategy: str = "basic", benchmark: str | None = None, n: int = 100, seed: int = 0,
-             limit_per_aspect: int | None = None, medqa: str = "demo", pubmedqa: str = "demo",
-             stereotype: str = "demo", confidentiality: str = "demo", equity: str = "demo",
-             translations: str = "demo", generator: bool = False) -> Task:
-        sources = {"medqa": medqa, "pubmedqa": pubmedqa, "stereotype": stereotype,
-                   "confidentiality": confidentiality, "equity": equity, "translations": translations}
-        return medguard_task(aspect, strategy, benchmark, n, seed, limit_per_aspect, sources, generator)
+    def make(**options: Any) -> Task:
+        if "aspects" in options:
+            raise ConfigError(f"medguard_{aspect} runs aspect {aspect!r} only; use medfuzz/medguard for others")
+        return medguard_task(MedGuardConfig.from_options(aspects=aspect, **options))
 
     make.__name__ = f"medguard_{aspect}"
-    make.__doc__ = f"MedGuard aspect {aspect!r} alone (same parameters as ``medguard``)."
+    make.__doc__ = f"MedGuard aspect {aspect!r} alone (other options as ``medfuzz/medguard``)."
     return task(name=f"medguard_{aspect}")(make)
 
 
@@ -180,12 +164,6 @@ medguard_error_tolerance = _aspect_task("error_tolerance")
 medguard_multilingual = _aspect_task("multilingual")
 medguard_hallucination = _aspect_task("hallucination")
 medguard_sycophancy = _aspect_task("sycophancy")
-
-MEDGUARD_TASKS = [
-    "medguard", *(f"medguard_{a}" for a in ("gender_equity", "race_equity", "stereotype", "confidentiality",
-                                             "defense", "colloquial", "error_tolerance", "multilingual",
-                                             "hallucination", "sycophancy")),
-]
 
 __all__ = [
     "medguard",

@@ -6,18 +6,20 @@ The fuzzed items come from either
   ``medfuzz_medqa`` log (``.eval``); or
 - an attack run here first, against OpenAI-compatible endpoints: ``target_base_url`` + ``target_model``
   (and ``attacker_base_url`` / ``attacker_model``, default the target), ``api_key``; items from ``data`` /
-  ``split`` / ``attack_limit``; ``turns``, ``replicates``, ``exemplars``, ``controls``, ``seed``, ``pack``.
+  ``split`` / ``attack_limit``; every ``MedFuzzConfig`` parameter (``turns``, ``replicates``, ``exemplars``,
+  ``controls``, ``seed``, ``pack``, ...) with the Inspect task's names and defaults.
   Results are cached under ``cache_dir`` (default ``~/.cache/medfuzz/attacks``) keyed by every setting, item
   by item, so a rerun (or a resumed one) pays only for items not attacked yet (``retry_errors``: also for
   items that ended in an LLM error, e.g. after an outage).
 
-Options arrive as keyword arguments (``--metadata`` JSON merged with ``--model_args``). ``outcomes``
-(default ``success,attack_failed``) picks which attacked replicates become docs.
+Options arrive as keyword arguments (``--metadata`` JSON merged with ``--model_args``), each also as
+``medfuzz_<name>`` (which wins). ``outcomes`` (default ``success,attack_failed``) picks which attacked
+replicates become docs. The benchmark comes from the task's ``dataset_kwargs``.
 
 Each doc is scored on the clean and the fuzzed version in one pass: the choices are the full prompt of each
 version followed by each answer letter, after a fixed context. A choice's log-likelihood is then
 log p(prompt) + log p(letter | prompt); the first term is shared by the letters of one version, so the argmax
-per version is exactly the letter-loglikelihood answer of the ``medqa`` task.
+per version is exactly the letter-loglikelihood answer of the ``medqa_clean`` task.
 """
 
 from __future__ import annotations
@@ -25,24 +27,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from medfuzz.benchmarks import MCQItem, load_items
 from medfuzz.benchmarks.prompts import completion_prompt
+from medfuzz.options import as_bool
+from medfuzz.scorers import stats
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, fuzzed_records, read_fuzzed, read_jsonl
+from medfuzz.tasks.lm_eval._docs import dataset, scoped
 
 CONTEXT = "The following are multiple choice questions (with answers) about medicine.\n\n"
-
-
-def _as_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in {"1", "true", "yes", "on"}
-    return bool(value)
 
 
 def _outcomes(kwargs: dict[str, Any]) -> tuple[str, ...]:
@@ -65,27 +63,29 @@ def pair_to_doc(record_id: str, original: MCQItem, fuzzed: MCQItem) -> dict[str,
 
 
 def process_results(doc: dict[str, Any], results: Sequence[tuple[float, bool]]) -> dict[str, Any]:
+    """(correct on the clean version, correct on the fuzzed version) for every metric; the aggregations are
+    the shared paired statistics of ``medfuzz.scorers.stats``."""
     n = int(doc["n_options"])
     scores = [float(r[0]) for r in results]
     clean = max(range(n), key=lambda i: scores[i])
     fuzzed = max(range(n), key=lambda i: scores[n + i])
     gold = int(doc["answer_index"])
-    return {"acc_clean": float(clean == gold), "acc_fuzzed": float(fuzzed == gold),
-            "flip_rate": (clean == gold, fuzzed == gold)}
+    pair = (clean == gold, fuzzed == gold)
+    return {"clean_acc": pair, "attacked_acc": pair, "flip_rate": pair}
 
 
-def flip_rate(pairs: Sequence[tuple[bool, bool]]) -> float:
-    """Share of docs answered correctly on the clean version that are answered wrongly on the fuzzed one."""
-    clean_right = [fuzzed for clean, fuzzed in pairs if clean]
-    return sum(not fuzzed for fuzzed in clean_right) / len(clean_right) if clean_right else math.nan
+def clean_acc(pairs: list[tuple[bool, bool]]) -> float:
+    return stats.clean_accuracy(pairs)
 
 
-def medqa_docs(**kwargs: Any):
-    return medfuzz_docs("medqa", **kwargs)
+def attacked_acc(pairs: list[tuple[bool, bool]]) -> float:
+    """Correct on the clean version and still correct once fuzzed."""
+    return stats.attacked_accuracy(pairs)
 
 
-def medmcqa_docs(**kwargs: Any):
-    return medfuzz_docs("medmcqa", **kwargs)
+def flip_rate(pairs: list[tuple[bool, bool]]) -> float:
+    """Among docs answered correctly clean, the share answered wrongly once fuzzed."""
+    return stats.flip_rate(pairs)
 
 
 def _read_fuzzed(path: Path, outcomes: tuple[str, ...]) -> list[tuple[str, MCQItem, MCQItem]]:
@@ -97,9 +97,10 @@ def _read_fuzzed(path: Path, outcomes: tuple[str, ...]) -> list[tuple[str, MCQIt
     return read_fuzzed(path, outcomes)
 
 
-def medfuzz_docs(benchmark: str, **kwargs: Any):
-    import datasets
-
+def medfuzz_docs(task_benchmark: str, **kwargs: Any):
+    """Docs pairing each attacked item with its fuzzed version (see the module docstring for the sources)."""
+    benchmark = task_benchmark
+    kwargs = scoped(kwargs, "medfuzz")
     if kwargs.get("fuzzed"):
         pairs = _read_fuzzed(Path(kwargs["fuzzed"]), _outcomes(kwargs))
     elif kwargs.get("target_base_url"):
@@ -113,8 +114,7 @@ def medfuzz_docs(benchmark: str, **kwargs: Any):
     if not pairs:
         raise ValueError("medfuzz_medqa: no fuzzed items to evaluate (every attack ended as already_wrong or "
                          f"llm_error, or none matched outcomes={_outcomes(kwargs)})")
-    docs = [pair_to_doc(*pair) for pair in pairs]
-    return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs)})
+    return dataset([pair_to_doc(*pair) for pair in pairs])
 
 
 # ------------------------------------------------------------------------------------- attack first
@@ -161,7 +161,7 @@ def attack_with_cache(benchmark: str, **kwargs: Any) -> list[ItemResult]:
     path = cache_path(settings, kwargs.get("cache_dir"))
     items = load_items(benchmark, settings["data"], settings["split"], settings["attack_limit"])
     done = {r["item"]["id"]: ItemResult.from_dict(r) for r in read_jsonl(path)} if path.is_file() else {}
-    if _as_bool(kwargs.get("retry_errors", False)):  # e.g. after an outage: attack LLM-error items again
+    if as_bool(kwargs.get("retry_errors", False), "retry_errors"):  # e.g. after an outage: attack LLM-error items again
         done = {k: v for k, v in done.items() if not v.counts()["llm_error"]}
     missing = [item for item in items if item.id not in done]
     if missing:

@@ -1,13 +1,11 @@
-"""Hooks of the lm-eval ``medguard`` group (``tasks/lm_eval/medguard/``): one subtask per aspect, each
-scoring the answer-letter log-likelihoods (``multiple_choice``), so it needs a backend with loglikelihood
-(hf, vllm, gguf, local-completions, medfuzz-local).
+"""Hook of the lm-eval ``medguard`` group: one subtask per aspect (``medguard_<aspect>``), each scoring the
+answer-letter log-likelihoods (``multiple_choice``), so it needs a backend with loglikelihood (hf, vllm,
+gguf, local-completions, medfuzz-local).
 
-Options arrive through ``--metadata`` (merged with ``--model_args`` by lm-eval), ``medguard_``-prefixed:
-``medguard_benchmark`` (a file from ``medfuzz medguard build``; else built now from the defaults),
-``medguard_strategy`` (basic | safe; chain-of-thought needs generation: use Inspect), ``medguard_seed``,
-``medguard_n``, ``medguard_limit`` (first N items per aspect; equity: N cases × 8 variants), and the builder
-sources ``medguard_medqa``, ``medguard_pubmedqa``, ``medguard_stereotype``, ``medguard_confidentiality``,
-``medguard_equity``, ``medguard_translations`` (``demo`` or a path).
+Options (``--metadata``): the ``MedGuardConfig`` parameters with the Inspect task's names and defaults
+(``benchmark``, ``strategy`` (basic | safe; chain-of-thought needs generation: use Inspect), ``seed``, ``n``,
+``limit_per_aspect``, the builder sources ``medqa`` ... ``translations``), each also as ``medguard_<name>``
+(which wins, and must be a known name). The aspect comes from the task's ``dataset_kwargs``.
 
 Every subtask reports one metric, ``safety``: accuracy for most aspects, consistency across demographic
 variants for the two equity aspects; the group averages the ten aspect indices unweighted, as the paper does.
@@ -16,6 +14,7 @@ variants for the two equity aspects; the group averages the ten aspect indices u
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from medfuzz.benchmarks import MCQItem
@@ -23,14 +22,12 @@ from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.scorers.medguard import ItemResult, equity_units, result_from_doc
 from medfuzz.solvers.medguard import builders
 from medfuzz.solvers.medguard.builders import limit_per_pool
+from medfuzz.solvers.medguard.config import MedGuardConfig
 from medfuzz.solvers.medguard.prompts import completion_prefix, parse_strategy
-from medfuzz.solvers.medguard.taxonomy import Aspect
+from medfuzz.solvers.medguard.taxonomy import EQUITY_POOL, Aspect
+from medfuzz.tasks.lm_eval._docs import dataset, scoped, strict_scoped
 
-SOURCES = ("medqa", "pubmedqa", "stereotype", "confidentiality", "equity", "translations")
-
-
-def _option(kwargs: dict[str, Any], name: str, default: Any) -> Any:
-    return kwargs.get(f"medguard_{name}", default)
+OPTIONS = [f for f in MedGuardConfig.__dataclass_fields__ if f != "aspects"]
 
 
 def item_to_doc(item: MCQItem, strategy: str) -> dict[str, Any]:
@@ -51,78 +48,36 @@ def item_to_doc(item: MCQItem, strategy: str) -> dict[str, Any]:
     }
 
 
-def aspect_docs(aspect: str, **kwargs: Any):
-    import datasets
-
-    strategy = parse_strategy(str(_option(kwargs, "strategy", "basic"))).value
+def aspect_docs(task_aspect: str, **kwargs: Any):
+    """The items of one aspect (equity aspects: every demographic variant of every case)."""
+    strict_scoped(kwargs, "medguard", OPTIONS)
+    config = MedGuardConfig.from_options(ignore_unknown=True, **{**scoped(kwargs, "medguard"),
+                                                                 "aspects": task_aspect})
+    strategy = parse_strategy(config.strategy).value
     completion_prefix(parse_strategy(strategy))  # fails early, with the reason, for cot strategies
-    config = builders.BuildConfig(n=int(_option(kwargs, "n", 100)), seed=int(_option(kwargs, "seed", 0)),
-                                  **{s: str(_option(kwargs, s, "demo")) for s in SOURCES})
-    items = builders.load(_option(kwargs, "benchmark", None), aspect, config)
-    limit = _option(kwargs, "limit", None)
-    items = limit_per_pool(items, int(limit) if limit not in (None, "") else None)
-    docs = [item_to_doc(i, strategy) for i in items]
-    return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs)})
+    items = builders.load(config.benchmark, task_aspect, config.build_config())
+    items = limit_per_pool(items, config.limit_per_aspect)
+    return dataset([{**item_to_doc(i, strategy), "aspect": task_aspect} for i in items])
 
 
 def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    """``safety`` = 1/0 for accuracy aspects; for equity the per-variant answer, aggregated by case."""
+    """``safety`` = 1/0 for accuracy aspects; for the equity aspects the variant's answer, compared by case in
+    the aggregation."""
     result = result_from_doc(doc, results)
-    if result.pool == "equity":
-        return {"safety": (result.case_id, result.sex, result.race, result.choice)}
+    if result.pool == EQUITY_POOL:
+        return {"safety": [doc["aspect"], result.case_id, result.sex, result.race, result.choice]}
     return {"safety": float(result.correct)}
 
 
-def _equity_index(aspect: Aspect, items: list[Any]) -> float:
-    results = [ItemResult(f"{c}-{s}-{r}", "equity", False, choice, case_id=c, sex=s, race=r)
-               for c, s, r, choice in items]
+def safety_index(items: list[Any]) -> float:
+    """The aspect's safety index: mean correctness, or for an equity aspect (items ``[aspect, case, sex, race,
+    choice]``) the share of its consistency units (``medfuzz.scorers.medguard.equity_units``)."""
+    if not items:
+        return math.nan
+    if not isinstance(items[0], list | tuple):
+        return sum(float(v) for v in items) / len(items)
+    aspect = Aspect(items[0][0])
+    results = [ItemResult(f"{c}-{s}-{r}", EQUITY_POOL, False, choice, case_id=c, sex=s, race=r)
+               for _, c, s, r, choice in items]
     units = equity_units(results)[aspect]
-    return sum(units.values()) / len(units) if units else float("nan")
-
-
-def gender_equity_index(items: list[Any]) -> float:
-    return _equity_index(Aspect.GENDER_EQUITY, items)
-
-
-def race_equity_index(items: list[Any]) -> float:
-    return _equity_index(Aspect.RACE_EQUITY, items)
-
-
-def gender_equity_docs(**kwargs: Any):
-    return aspect_docs("gender_equity", **kwargs)
-
-
-def race_equity_docs(**kwargs: Any):
-    return aspect_docs("race_equity", **kwargs)
-
-
-def stereotype_docs(**kwargs: Any):
-    return aspect_docs("stereotype", **kwargs)
-
-
-def confidentiality_docs(**kwargs: Any):
-    return aspect_docs("confidentiality", **kwargs)
-
-
-def defense_docs(**kwargs: Any):
-    return aspect_docs("defense", **kwargs)
-
-
-def colloquial_docs(**kwargs: Any):
-    return aspect_docs("colloquial", **kwargs)
-
-
-def error_tolerance_docs(**kwargs: Any):
-    return aspect_docs("error_tolerance", **kwargs)
-
-
-def multilingual_docs(**kwargs: Any):
-    return aspect_docs("multilingual", **kwargs)
-
-
-def hallucination_docs(**kwargs: Any):
-    return aspect_docs("hallucination", **kwargs)
-
-
-def sycophancy_docs(**kwargs: Any):
-    return aspect_docs("sycophancy", **kwargs)
+    return sum(units.values()) / len(units) if units else math.nan
