@@ -8,7 +8,6 @@ longest vocabulary entry wins.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from medfuzz.benchmarks.items import MCQItem
@@ -52,10 +51,6 @@ class EntityMatcher:
         words = tuple(key.split())
         if words and key not in exclude:
             self._lookup.setdefault(words, index)
-
-    def index_of(self, text: str) -> int | None:
-        """The vocabulary index whose name (or alias) is exactly ``text``, if any."""
-        return self._lookup.get(tuple(normalise_name(text).split()))
 
     def find(self, text: str, letter: str = "") -> list[Mention]:
         tokens = name_tokens(text)
@@ -145,6 +140,3 @@ def substituted_item(item: MCQItem, mention: Mention, replacement: str) -> MCQIt
     options[mention.letter] = substitute(options[mention.letter], mention, replacement)
     return item.with_options(options)
 
-
-def mentions_text(mentions: Sequence[Mention]) -> list[str]:
-    return [m.text for m in mentions]

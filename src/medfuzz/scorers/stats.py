@@ -1,28 +1,24 @@
-"""The MedFuzz permutation test (paper Algorithm 2, lines 3 and 9) on estimated probabilities.
+"""Every statistic medfuzz prints, each written once, harness-free:
 
-    d_a = |p_a - p_0|,   d_i = |p_c,i - p_0|,   p = #{i : d_i >= d_a} / M
-
-This is a Monte Carlo test against a fixed reference (p_0) with control fuzzes as the null samples, not a
-two-sample relabelling test, so ``scipy.stats.permutation_test`` does not fit; the arithmetic is three lines
-and is checked by hand in the tests. We also give ``(b + 1) / (M + 1)``, the version that counts the attack
-itself among the permutations and so can never be 0 (Phipson & Smyth 2010); the paper reports the first.
-
-Multiple-comparison adjustment of per-attack p-values (Holm and Benjamini-Hochberg, via statsmodels).
-
-Entries that are ``None`` (attacks that were not tested, or whose test failed) are kept in place and left
-out of the family, so the adjusted list lines up with the input.
-
-Statistics for MedGuard: bootstrap standard errors, McNemar's test and Holm's correction.
-
-Harness-free. The bootstrap is scipy's (``scipy.stats.bootstrap``, 9,999 resamples as in the paper).
-McNemar and Holm are written out here so each number can be explained, and the unit tests check them
-against ``statsmodels.stats.contingency_tables.mcnemar`` and ``statsmodels.stats.multitest.multipletests``.
+- the MedFuzz permutation test (paper Algorithm 2, lines 3 and 9) on estimated probabilities:
+  ``d_a = |p_a - p_0|``, ``d_i = |p_c,i - p_0|``, ``p = #{i : d_i >= d_a} / M``. It is a Monte Carlo test
+  against a fixed reference (p_0) with control fuzzes as the null samples, not a two-sample relabelling
+  test, so ``scipy.stats.permutation_test`` does not fit; the arithmetic is checked by hand in the tests. We
+  also give ``(b + 1) / (M + 1)``, which counts the attack itself and so is never 0 (Phipson & Smyth 2010);
+  the paper reports the first;
+- multiple-comparison adjustment (Holm, Benjamini-Hochberg) through statsmodels' ``multipletests``;
+  ``None`` entries (untested attacks) keep their place and stay out of the family;
+- bootstrap standard errors (``scipy.stats.bootstrap``, 9,999 resamples as in MedGuard) and the two-sided
+  McNemar test, written out so each number can be explained and checked against statsmodels in the tests;
+- paired clean/attacked accuracies and the flip rate (one definition for every method and harness);
+- Gini-Simpson diversity ``1 - Σ q_j²`` (TCES).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,10 +83,6 @@ def adjust(p_values: Sequence[float | None], method: str) -> list[float | None]:
     for (i, _), value in zip(tested, corrected, strict=True):
         adjusted[i] = float(value)
     return adjusted
-
-
-def adjust_all(p_values: Sequence[float | None]) -> dict[str, list[float | None]]:
-    return {name: adjust(p_values, name) for name in METHODS}
 
 
 N_RESAMPLES = 9_999
@@ -167,15 +159,8 @@ def mcnemar(first: Sequence[bool | float], second: Sequence[bool | float], exact
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input order."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    adjusted = [0.0] * m
-    running = 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[index]))
-        adjusted[index] = running
-    return adjusted
+    """Holm-Bonferroni adjusted p-values in the input order (statsmodels, through ``adjust``)."""
+    return [float(p) for p in adjust(list(pvalues), "holm")]  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------ clean vs attacked, paired
@@ -196,3 +181,15 @@ def flip_rate(pairs: Sequence[tuple[bool, bool]]) -> float:
     """Among pairs answered correctly clean, the share answered wrongly once attacked (ASR@1 for TCES)."""
     attacked = [a for c, a in pairs if c]
     return sum(not a for a in attacked) / len(attacked) if attacked else math.nan
+
+
+# ------------------------------------------------------------------------------------------- diversity
+
+
+def gini_simpson(entities: Iterable[str]) -> float:
+    """``η = 1 - Σ_j q_j²`` over the relative frequencies ``q_j`` of the entities; NaN when there are none."""
+    counts = np.array(list(Counter(entities).values()), dtype=np.float64)
+    if counts.size == 0:
+        return float("nan")
+    shares = counts / counts.sum()
+    return float(1.0 - np.sum(shares**2))

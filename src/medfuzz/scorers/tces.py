@@ -18,16 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from medfuzz.scorers.stats import gini_simpson
+
 EVALUATED = ("success", "attack_failed", "already_wrong")
-
-
-def gini_simpson(entities: Iterable[str]) -> float:
-    """``η = 1 - Σ_j q_j²`` over the relative frequencies ``q_j`` of the entities; NaN when there are none."""
-    counts = np.array(list(Counter(entities).values()), dtype=np.float64)
-    if counts.size == 0:
-        return float("nan")
-    shares = counts / counts.sum()
-    return float(1.0 - np.sum(shares**2))
 
 
 def top_entities(entities: Iterable[str], k: int = 5) -> list[tuple[str, int]]:

@@ -11,7 +11,6 @@ succeed on its own.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -331,8 +330,3 @@ async def attack_item(item: MCQItem, model: ChatModel, resources: TCESResources,
         result.reason = "budget exhausted" if attack.remaining == 0 else "no candidate entity left"
     return result
 
-
-async def attack_items(items: Sequence[MCQItem], model: ChatModel, resources: TCESResources,
-                       config: TCESConfig) -> list[TCESResult]:
-    """Attack items one after another (a harness adds its own concurrency around ``attack_item``)."""
-    return [await attack_item(item, model, resources, config) for item in items]

@@ -14,7 +14,7 @@ from medfuzz.solvers.medfuzz.parsing import (
     parse_modified_item,
 )
 from medfuzz.solvers.medfuzz.prompts import builtin_packs, load_pack
-from tests.unit.medfuzz_actors import ITEM, item_text
+from tests.medfuzz.medfuzz_actors import ITEM, item_text
 
 LETTERS = list("ABCD")
 

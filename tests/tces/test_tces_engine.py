@@ -17,7 +17,7 @@ from medfuzz.models import Generation, ScriptedChatModel
 from medfuzz.samplers.sampling import CandidatePool, nearest_available, zoo_gradient, zoo_step_target
 from medfuzz.samplers.vocab import load_drugcentral, normalise_name
 from medfuzz.scorers.tces import asr_by_budget, summarise
-from medfuzz.solvers.tces.attack import Outcome, TCESConfig, TCESResources, attack_item, attack_items
+from medfuzz.solvers.tces.attack import Outcome, TCESConfig, TCESResources, attack_item
 
 DIM = 6
 
@@ -211,7 +211,7 @@ async def test_run_summary_and_curve(fixtures, resources) -> None:
     # item 0: success at query 2; item 2 (key D, Trazodone): already wrong; item 3 (option C mentions
     # ceftazidime): survives 4 queries; items 1 and 4: no drug entity
     model = ScriptedChatModel(["C", "C", "B", "A", "B", "B", "B", "B", "B"])
-    results = await attack_items(items, model, resources, config(budget=4))
+    results = [await attack_item(item, model, resources, config(budget=4)) for item in items]
     outcomes = [r.outcome.value for r in results]
     assert outcomes == ["success", "no_entity", "already_wrong", "attack_failed", "no_entity"]
     assert results[3].victim.text == "ceftazidime"

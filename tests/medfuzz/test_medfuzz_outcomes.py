@@ -17,7 +17,7 @@ from medfuzz.scorers.medfuzz import (
 )
 from medfuzz.solvers.medfuzz.prompts import load_pack
 from medfuzz.solvers.medfuzz.results import ItemResult, Outcome, ReplicateResult, TargetReply, Turn
-from tests.unit.medfuzz_actors import ITEM
+from tests.medfuzz.medfuzz_actors import ITEM
 
 
 def rep(i: int, outcome: Outcome, turn: int | None = None) -> ReplicateResult:

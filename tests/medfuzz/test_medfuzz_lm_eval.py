@@ -16,7 +16,7 @@ from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
 from medfuzz.solvers.medfuzz.store import read_fuzzed, write_fuzzed, write_jsonl
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
 from medfuzz.tasks.lm_eval.medfuzz import attack_with_cache, flip_rate, pair_to_doc, process_results
-from tests.unit.medfuzz_actors import ITEM, Attacker, Target, models
+from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, models
 
 
 class WeakLM:

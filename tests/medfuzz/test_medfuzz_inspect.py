@@ -25,7 +25,7 @@ from inspect_ai.model import (
 from medfuzz.models import ChatMessage, Generation
 from medfuzz.scorers.stats import permutation_p_value
 from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
-from tests.unit.medfuzz_actors import ITEM, Attacker, Target, probability_table
+from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, probability_table
 
 ACTORS: dict[str, Any] = {}
 

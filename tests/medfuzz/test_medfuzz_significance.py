@@ -6,11 +6,11 @@ import pytest
 
 from medfuzz.models import UsageLedger
 from medfuzz.scorers.medfuzz import score_item
-from medfuzz.scorers.stats import adjust, adjust_all, permutation_p_value
+from medfuzz.scorers.stats import adjust, permutation_p_value
 from medfuzz.solvers.medfuzz.controls import TARGET_ROLE, estimate_p, generate_control, make_draws
 from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
 from medfuzz.solvers.medfuzz.results import Outcome
-from tests.unit.medfuzz_actors import ITEM, Attacker, Target, item_text, models, probability_table
+from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, item_text, models, probability_table
 
 # ------------------------------------------------------------------------------------ permutation test
 
@@ -53,7 +53,7 @@ def test_holm_and_bh_by_hand_and_against_statsmodels():
     tested = [0.01, 0.04, 0.03, 0.5]
     for name, method in (("holm", "holm"), ("bh", "fdr_bh")):
         expected = multipletests(tested, method=method)[1]
-        got = [x for x in adjust_all(p)[name] if x is not None]
+        got = [x for x in adjust(p, name) if x is not None]
         assert got == pytest.approx(list(expected))
     assert adjust([None, None], "holm") == [None, None]
     with pytest.raises(ValueError):

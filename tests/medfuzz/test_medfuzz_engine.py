@@ -10,7 +10,7 @@ from medfuzz.benchmarks import load_items
 from medfuzz.models import Generation
 from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
 from medfuzz.solvers.medfuzz.results import ItemResult, Outcome, ReplicateResult
-from tests.unit.medfuzz_actors import ITEM, Attacker, Target, item_text, models, stem_of
+from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, item_text, models, stem_of
 
 BASE = MedFuzzConfig(turns=5, replicates=1, controls=0, exemplars=0, max_retries=1)
 

@@ -81,8 +81,8 @@ def _medfuzz_log(folder: Path) -> Path:
     from inspect_ai import eval as inspect_eval
 
     from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
-    from tests.unit.medfuzz_actors import ITEM, Attacker, Target, probability_table
-    from tests.unit.test_medfuzz_inspect import ACTORS  # also registers the medfuzz-actors provider
+    from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, probability_table
+    from tests.medfuzz.test_medfuzz_inspect import ACTORS  # also registers the medfuzz-actors provider
 
     path = folder / "items.jsonl"
     record = ITEM.to_record()
@@ -108,7 +108,7 @@ def test_inspect_score_rescores_each_log_with_its_own_metrics(logs, method, own,
     out = tmp_path / f"{method}.eval"
     # Inspect's own CLI entry point, in a process that also knows the tests' offline model providers (the log
     # names them); a package's scorer is found under its registry name (medfuzz/<scorer>)
-    cli = ("import sys, tests.scripted_inspect, tests.unit.test_medfuzz_inspect; "
+    cli = ("import sys, tests.scripted_inspect, tests.medfuzz.test_medfuzz_inspect; "
            "from inspect_ai._cli.main import main; sys.argv[0] = 'inspect'; main()")
     done = subprocess.run([sys.executable, "-c", cli, "score", str(logs[method]), "--scorer",
                            f"medfuzz/{method}_scorer", "--action", "overwrite", "--output-file", str(out),
