@@ -14,11 +14,12 @@ import difflib
 import types
 import typing
 from collections.abc import Collection, Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from medfuzz.errors import MedfuzzError
 
 T = TypeVar("T")
+C = TypeVar("C", bound="MethodConfig")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -120,3 +121,19 @@ def parameter_table(cls: type, docs: Mapping[str, str] | None = None) -> str:
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         rows.append(f"| `{f.name}` | {kind} | `{default!r}` | {docs.get(f.name, '')} |")
     return "\n".join(rows)
+
+
+class MethodConfig:
+    """Base of the per-method parameter dataclasses: ``LABEL`` names the method in errors, ``DOCS`` explains each
+    parameter (the docs pages' tables are generated from it by ``parameter_table``)."""
+
+    LABEL: ClassVar[str] = "method"
+    DOCS: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def from_options(cls: type[C], ignore_unknown: bool = False, **raw: Any) -> C:
+        """The config from raw values (strings converted by annotation); see ``options_from``."""
+        return options_from(cls, raw, ignore_unknown=ignore_unknown)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]

@@ -5,17 +5,17 @@ replicates, M = 30 controls, target temperature 1.0)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
-from medfuzz.options import check, options_from
+from medfuzz.options import MethodConfig, check
 
 PVALUE_PROMPTS = ("dialog", "direct")
 FAITHFULNESS = ("lexical", "judge")
 
 
 @dataclass(frozen=True)
-class MedFuzzConfig:
+class MedFuzzConfig(MethodConfig):
     """Every knob of a MedFuzz run (recorded with each result)."""
 
     LABEL: ClassVar[str] = "MedFuzz"
@@ -93,12 +93,6 @@ class MedFuzzConfig:
         for name in ("cot_tokens", "confidence_tokens", "answer_tokens", "plan_tokens", "item_tokens"):
             check(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
 
-    @classmethod
-    def from_options(cls, ignore_unknown: bool = False, **raw: Any) -> MedFuzzConfig:
-        return options_from(cls, raw, ignore_unknown=ignore_unknown)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     # generation budgets after ``max_tokens_scale`` (reasoning, plan and item scale; letters do not)
     @property

@@ -3,10 +3,10 @@ build a ``MedGuardConfig``; ``MedGuardConfig.from_options(**raw)`` converts and 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
-from medfuzz.options import check, options_from
+from medfuzz.options import MethodConfig, check
 from medfuzz.solvers.medguard.builders import BuildConfig
 from medfuzz.solvers.medguard.prompts import parse_strategy
 from medfuzz.solvers.medguard.taxonomy import parse_aspects
@@ -15,7 +15,7 @@ SOURCES = ("medqa", "pubmedqa", "stereotype", "confidentiality", "equity", "tran
 
 
 @dataclass(frozen=True)
-class MedGuardConfig:
+class MedGuardConfig(MethodConfig):
     LABEL: ClassVar[str] = "MedGuard"
     DOCS: ClassVar[dict[str, str]] = {
         "aspects": "comma list of aspects or principles, or all",
@@ -56,12 +56,6 @@ class MedGuardConfig:
         check(self.temperature is None or self.temperature >= 0,
               f"temperature must be 0 or more, got {self.temperature}")
 
-    @classmethod
-    def from_options(cls, ignore_unknown: bool = False, **raw: Any) -> MedGuardConfig:
-        return options_from(cls, raw, ignore_unknown=ignore_unknown)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def aspect_names(self) -> list[str]:
         return [a.value for a in parse_aspects(self.aspects)]

@@ -3,16 +3,16 @@ a ``TCESConfig``; ``TCESConfig.from_options(**raw)`` converts and checks raw val
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
-from medfuzz.options import check, options_from
+from medfuzz.options import MethodConfig, check
 from medfuzz.samplers.sampling import SAMPLERS
 from medfuzz.samplers.vocab import ENTITY_TYPES
 
 
 @dataclass(frozen=True)
-class TCESConfig:
+class TCESConfig(MethodConfig):
     LABEL: ClassVar[str] = "TCES"
     DOCS: ClassVar[dict[str, str]] = {
         "entity": "drugs | diseases: the entity type substituted in distractors",
@@ -50,9 +50,3 @@ class TCESConfig:
         check(self.temperature is None or self.temperature >= 0,
               f"temperature must be 0 or more, got {self.temperature}")
 
-    @classmethod
-    def from_options(cls, ignore_unknown: bool = False, **raw: Any) -> TCESConfig:
-        return options_from(cls, raw, ignore_unknown=ignore_unknown)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
