@@ -5,7 +5,6 @@ and synthetic demo sets, one item per aspect), run it through ``inspect eval med
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def bench_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("medguard") / "medguard.jsonl"
-    run_cli([sys.executable, "-m", "medfuzz.solvers.medguard", "build", "--out", str(path), "--n", "1", "--seed", "3"])
+    run_cli([cli("medfuzz"), "medguard", "build", "--out", str(path), "--n", "1", "--seed", "3"])
     bench = builders.read(path)
     assert bench.header["counts"] == {"equity": 8, "stereotype": 1, "confidentiality": 1, "defense": 1,
                                       "colloquial": 1, "error_tolerance": 1, "multilingual": 1, "hallucination": 1,
