@@ -68,7 +68,8 @@ def dev_counts(path: Path) -> None:
 
     items = load_items("medqa", path)
     distractors = [text for item in items for letter, text in item.clean_options().items() if letter != item.answer]
-    print(f"\n{len(distractors)} MedQA dev distractors\n\n| type | any match | stand-alone | left out, e.g. |\n|---|---|---|---|")
+    print(f"\n{len(distractors)} MedQA dev distractors\n")
+    print("| type | any match | stand-alone | left out, e.g. |\n|---|---|---|---|")
     for kind in ("drugs", "diseases"):
         matcher = EntityMatcher(load_vocabulary(kind))
         found = [(text, matcher.find(text)) for text in distractors]

@@ -22,30 +22,34 @@ GENERIC_NAMES = frozenset({"disease", "diseases", "syndrome", "syndromes", "diso
 
 # Words that may follow or surround an entity without making it part of a longer name: function words and
 # clause words shared by both types, then the words that keep a drug or a disease in its role.
-FUNCTION_WORDS = frozenset("""
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+FUNCTION_WORDS = _words("""
 a an the this that these those its their his her and or but nor plus versus vs than then of in on into onto with
 without within for to from by at as via per about over under between after before during until while when if
 because due instead followed alone only also not no is are was were be been being has have had may might can could
 should will would which who whom whose what where each every both either neither all any some other another
-""".split())
+""")
 ROLE_WORDS: dict[str, frozenset[str]] = {
-    "drugs": frozenset("""
+    "drugs": _words("""
 therapy therapies treatment treatments monotherapy regimen regimens injection injections infusion infusions
 tablet tablets capsule capsules dose doses dosing dosage daily twice once weekly nightly orally po iv im sc
 intravenously intramuscularly subcutaneously topically mg g mcg ug µg ml units unit level levels concentration
-concentrations toxicity overdose poisoning intoxication withdrawal use abuse administration prophylaxis induced
-associated related activity secretion release synthesis production excess challenge test trial course
-application supplementation supplement supplements replacement oral intravenous intramuscular subcutaneous topical inhaled
-nebulized sublingual transdermal intranasal rectal ophthalmic high low dose start begin initiate continue add
+concentrations toxicity overdose poisoning intoxication withdrawal use abuse administration prophylaxis
+induced associated related activity secretion release synthesis production excess challenge test trial course
+application supplementation supplement supplements replacement oral intravenous intramuscular subcutaneous topical
+inhaled nebulized sublingual transdermal intranasal rectal ophthalmic high low dose start begin initiate continue add
 administer give prescribe switch increase decrease discontinue stop hold resume treat treated therapy cream
 ointment drops spray patch solution causes inhibits blocks increases decreases reduces binds acts
-""".split()),
-    "diseases": frozenset("""
+"""),
+    "diseases": _words("""
 disease diseases syndrome syndromes disorder disorders infection infections exacerbation flare attack attacks
 episode episodes type stage grade secondary primary caused induced associated related acute chronic subacute
 congenital acquired recurrent relapsing severe mild moderate early late onset progressive familial hereditary
 idiopathic bilateral unilateral diagnosis history risk development
-""".split()),
+"""),
 }
 _CLAUSE_BREAK = re.compile(r"[,;:()\[\]./|!?]")  # between two words: the phrase ends
 
