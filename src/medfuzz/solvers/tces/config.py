@@ -15,17 +15,19 @@ from medfuzz.samplers.vocab import ENTITY_TYPES
 class TCESConfig:
     LABEL: ClassVar[str] = "TCES"
     DOCS: ClassVar[dict[str, str]] = {
-        "entity": "drugs | diseases: the entity type substituted in distractors",
-        "sampler": "rands | pdws | zoo (random, powerscaled distance-weighted, DiscreteZOO)",
+        "entity": "drugs or diseases: the entity type substituted in distractors",
+        "sampler": "rands, pdws or zoo (random, powerscaled distance-weighted, DiscreteZOO)",
         "n": "PDWS exponent: < 0 near the key, > 0 far from it, 0 uniform (paper Eq. 3)",
-        "budget": "B: target queries per item (paper: 1 and 8)",
+        "budget": "B: attack queries per item, the clean question not counted (paper: 1 and 8)",
         "zoo_m": "DiscreteZOO: M gradient points per step (each is a query)",
         "zoo_step": "DiscreteZOO: step size λ",
         "zoo_neighbours": "DiscreteZOO: gradient points are drawn among this many entries nearest the current "
                           "entity (paper App. E); none = 5·zoo_m, as the authors' code",
-        "embedding": "default (offline MiniLM) | coder | gte-base | a model name or path",
-        "vocabulary": "builtin, or a file (DrugCentral id,name; CTD name header; one name per line)",
-        "seed": "seed of the sampler and of every model call",
+        "embedding": "default (offline all-MiniLM-L6-v2), coder, gte-base, or any sentence-transformers / HF "
+                     "model name or path",
+        "vocabulary": "none = builtin; or a file: DrugCentral id,name (no header), CTD with a name header, or "
+                      "one name per line",
+        "seed": "seed of every random draw and of every model call",
         "max_tokens": "target answer budget",
         "temperature": "target sampling temperature",
     }
