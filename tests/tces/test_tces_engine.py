@@ -221,3 +221,42 @@ async def test_run_summary_and_curve(fixtures, resources) -> None:
     assert summary.clean_accuracy == pytest.approx(2 / 3) and summary.attacked_accuracy == pytest.approx(1 / 3)
     assert summary.asr == 0.5 and summary.mean_queries_to_success == 2.0 and summary.gini_simpson == 0.0
     assert asr_by_budget([r.to_dict() for r in results], 3) == [0.0, 0.5, 0.5]
+
+
+async def test_zoo_gradient_points_come_from_the_current_entitys_neighbourhood(item, resources) -> None:
+    """Issue 10 item 7 (paper App. E): the M gradient points of each step are drawn among the zoo_neighbours
+    available entries nearest the current entity (the victim first, then each step's entity)."""
+    from medfuzz.samplers.sampling import neighbourhood
+
+    model = ScriptedChatModel([_with_key_probability(s) for s in (0.9, 0.8, 0.6, 0.7, 0.5, 0.75, 0.65)])
+    cfg = config(sampler="zoo", budget=6, zoo_m=2, zoo_neighbours=3, seed=1)
+    result = await attack_item(item, model, resources, cfg)
+    vectors, attempts = resources.vectors, result.attempts
+    used: set[int] = set()
+    current = vectors[result.victim.index]
+    for step in range(2):
+        gradient_points = attempts[3 * step: 3 * step + 2]
+        pool = CandidatePool(len(vectors), {0, 1, 2, 3, *used})
+        near = set(neighbourhood(current, vectors, pool, 3).tolist())
+        assert {a.vocab_index for a in gradient_points} <= near
+        used |= {a.vocab_index for a in attempts[3 * step: 3 * step + 3]}
+        current = vectors[attempts[3 * step + 2].vocab_index]
+    assert TCESConfig(zoo_m=4).zoo_neighbourhood == 20  # default: 5·M, as the authors' code
+    with pytest.raises(MedfuzzError, match="zoo_neighbours must be at least zoo_m"):
+        TCESConfig(zoo_m=4, zoo_neighbours=3)
+
+
+async def test_zoo_victim_is_a_random_distractor_entity(item, resources) -> None:
+    """Issue 10 item 8 (paper §4.3 (i), random word ranking): DiscreteZOO's victim is drawn at random (seeded)
+    among the type-matched distractor entities; RandS/PDWS keep the one nearest the key."""
+    async def victim(**kwargs) -> tuple[str, str]:
+        result = await attack_item(item, ScriptedChatModel(["C", "A"]), resources, config(budget=2, **kwargs))
+        return result.victim.text, result.anchor["victim_rule"]
+
+    zoo = {await victim(sampler="zoo", seed=seed) for seed in range(12)}
+    assert {text for text, _ in zoo} == {"Gentamicin", "Ciprofloxacin", "Trimethoprim"}
+    assert {rule for _, rule in zoo} == {"random"}
+    assert await victim(sampler="zoo", seed=5) == await victim(sampler="zoo", seed=5)
+    for sampler in ("pdws", "rands"):
+        assert {await victim(sampler=sampler, seed=seed) for seed in range(4)} == {("Ciprofloxacin",
+                                                                                     "nearest_to_key")}

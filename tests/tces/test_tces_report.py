@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,9 @@ def test_render_from_logs(fixtures: Path, tmp_path: Path) -> None:
     items = str(fixtures / "tces" / "medqa_drug_items_key_a.jsonl")
     vocabulary = str(fixtures / "tces" / "drugs_drugcentral.csv")
     logs = tmp_path / "logs"
-    for sampler, n in (("pdws", -20.0), ("pdws", 20.0), ("rands", 0.0)):
+    # RandS and PDWS n = 0 share n, and PDWS n = -20 is run twice: the n-sweep must draw them all (issue 10 item 11:
+    # equal n used to raise TypeError)
+    for sampler, n in (("pdws", -20.0), ("pdws", 20.0), ("rands", 0.0), ("pdws", 0.0), ("pdws", -20.0)):
         SCRIPT.clear()
         SCRIPT.extend(["A", "A", "B", "A", "A", "A", "A"])  # item 1 flips at query 2, item 2 survives 3 queries
         task = tces_medqa(data=items, vocabulary=vocabulary, sampler=sampler, n=n, budget=3)
@@ -36,9 +40,9 @@ def test_render_from_logs(fixtures: Path, tmp_path: Path) -> None:
     inspect_eval(medqa_clean(data=items), model="medfuzz-scripted/t", log_dir=str(logs), display="none")
     (logs / "notes.txt").write_text("not a log")
     paths = sorted(logs.iterdir())
-    assert len(paths) == 5
+    assert len(paths) == 7
     runs = [read_tces_log(p) for p in paths]
-    assert sum(r is not None for r in runs) == 3
+    assert sum(r is not None for r in runs) == 5
 
     written = render(paths, tmp_path / "report")
     names = sorted(p.name for p in written)
@@ -49,6 +53,24 @@ def test_render_from_logs(fixtures: Path, tmp_path: Path) -> None:
         if path.suffix == ".png":
             assert path.read_bytes()[:8] == PNG and path.stat().st_size > 5_000
     table = (tmp_path / "report" / "tces_summary.md").read_text().splitlines()
-    assert len(table) == 2 + 3
+    assert len(table) == 2 + 5
     assert all("| 0.500 |" in row for row in table[2:])  # ASR 1/2 in every run
     assert render([logs / "notes.txt"], tmp_path / "nothing") == []
+    keep = Path(os.environ.get("MEDFUZZ_KEEP_PLOTS", ""))  # look at the PNGs: MEDFUZZ_KEEP_PLOTS=/some/dir
+    if keep.name:
+        keep.mkdir(parents=True, exist_ok=True)
+        for path in written:
+            shutil.copy(path, keep / path.name)
+
+
+def test_plot_helpers() -> None:
+    from statsmodels.stats.proportion import proportion_confint
+
+    from medfuzz.report.tces import chance_level, wilson
+
+    value, low, high = wilson(3, 10)
+    assert value == 0.3 and (low, high) == pytest.approx(proportion_confint(3, 10, method="wilson"))
+    assert all(v != v for v in wilson(0, 0))  # NaN
+    five = {"modified_item": {"options": dict.fromkeys("ABCDE", "x")}}
+    assert chance_level([five, five, {"modified_item": None}]) == pytest.approx(0.2)
+    assert chance_level([]) == 0.25

@@ -162,3 +162,37 @@ def test_zoo_gradient_edge_cases() -> None:
     assert zoo_gradient(anchor, 1.0, np.array([[0.0, 1.0], [1.0, 1.0]]), np.array([0.0, 0.0])) == pytest.approx(
         [-0.5, 0.0])
     assert zoo_gradient(anchor, 1.0, np.array([[1.0, 0.0]]), np.array([1.0])) == pytest.approx([0.0, 0.0])
+
+
+def test_gumbel_top_k_draws_a_whole_budget_with_the_order_statistics_of_sequential_draws() -> None:
+    """One ``draw_many`` call = successive Eq. 3 draws without replacement: the ordered triples of one k = 3 call
+    follow p_i · p_j/(1-p_i) · p_l/(1-p_i-p_j) (Plackett-Luce), and the first draw does not depend on k."""
+    distances = np.array([0.1, 0.3, 0.6, 1.2])
+    n = -1.5
+    p = eq3(distances, n)
+    sampler = PDWSSampler(n)
+    rng = np.random.default_rng(9)
+    triples = np.array([sampler.draw_many(CandidatePool(4), distances, 3, rng) for _ in range(DRAWS // 2)])
+    assert all(len(set(t)) == 3 for t in triples[:1000])
+    cells = list(itertools.permutations(range(4), 3))
+    flat = np.bincount(16 * triples[:, 0] + 4 * triples[:, 1] + triples[:, 2], minlength=64)
+    counts = np.array([flat[16 * i + 4 * j + k] for i, j, k in cells])
+    expected = np.array([p[i] * p[j] / (1 - p[i]) * p[k] / (1 - p[i] - p[j]) for i, j, k in cells])
+    assert chisquare(counts, expected * len(triples)).pvalue > 1e-3
+    assert chisquare(counts, np.full(len(cells), len(triples) / len(cells))).pvalue < 1e-6  # not uniform
+    for k in (1, 2, 4, 10):  # same seed: the first draw is the same whatever the budget
+        assert sampler.draw_many(CandidatePool(4), distances, k, np.random.default_rng(3))[0] == \
+            sampler.draw_many(CandidatePool(4), distances, 1, np.random.default_rng(3))[0]
+    pool = CandidatePool(4, excluded=[2])
+    assert sorted(sampler.draw_many(pool, distances, 10, rng).tolist()) == [0, 1, 3] and len(pool) == 0
+
+
+def test_zero_distance_tiers_are_kept_without_replacement() -> None:
+    """n < 0: the zero-distance entries come first (uniformly), then Eq. 3 over the rest; n > 0: last."""
+    distances = np.array([0.0, 0.2, 0.0, 0.9])
+    rng = np.random.default_rng(0)
+    firsts = [PDWSSampler(-2.0).draw_many(CandidatePool(4), distances, 4, rng).tolist() for _ in range(400)]
+    assert all(set(order[:2]) == {0, 2} for order in firsts)
+    assert 100 < sum(order[0] == 0 for order in firsts) < 300
+    assert all(set(PDWSSampler(2.0).draw_many(CandidatePool(4), distances, 4, rng)[2:].tolist()) == {0, 2}
+               for _ in range(50))

@@ -159,3 +159,51 @@ def test_builtin_vocabularies() -> None:
     matcher = EntityMatcher(diseases)
     assert [m.name for m in matcher.find("Abdomen, Acute")] == ["Acute Abdomen"]  # MeSH spelling is an alias
     assert load_vocabulary("drugs") is drugs
+
+
+def test_names_inside_longer_phrases_are_not_typed() -> None:
+    """Issue 10 item 10: "charcoal" in "charcoal blood agar" is not a drug, and no distractor built on it is
+    attacked; an option that is (nearly) the entity itself is preferred as the victim."""
+    vocab = Vocabulary("drugs", ("Charcoal", "Ceftriaxone", "Acetylcholine", "Vancomycin", "Lithium"), "t")
+    matcher = EntityMatcher(vocab)
+    assert matcher.find("Grey-colored colonies on charcoal blood agar")  # the dictionary matches the word ...
+    assert matcher.typed("Grey-colored colonies on charcoal blood agar") == []  # ... but it names no drug
+    assert matcher.typed("Postsynaptic acetylcholine receptors") == []
+    assert matcher.typed("Anti-acetylcholine antibodies") == []
+    assert [(m.text, m.fit) for m in matcher.typed("Oral vancomycin therapy")] == [("vancomycin", "whole")]
+    assert [m.text for m in matcher.typed("Lithium toxicity, then ceftriaxone 1 g IV")] == ["Lithium", "ceftriaxone"]
+    assert [m.fit for m in matcher.typed("Admit the child to the ward and observe him before giving vancomycin")
+            ] == ["phrase"]
+    item = MCQItem("x", "Which organism?", {"A": "Haemophilus growing on charcoal blood agar",
+                                            "B": "Bordetella pertussis", "C": "Ceftriaxone", "D": "Observation"}, "B")
+    typed = type_options(item, matcher)
+    assert [m.text for m in typed.distractors] == ["Ceftriaxone"]
+    assert typed.excluded_indices() == {0, 1}  # charcoal is still never offered as a replacement
+    mixed = MCQItem("y", "Next step?", {"A": "Admit and observe the patient closely before giving vancomycin",
+                                        "B": "Lithium", "C": "Ceftriaxone", "D": "Observation"}, "C")
+    typed = type_options(mixed, matcher)
+    assert [m.text for m in typed.distractors] == ["vancomycin", "Lithium"]
+    assert [m.text for m in typed.victims] == ["Lithium"]  # the option that is the entity itself
+
+
+def test_plural_mesh_names_and_accents_are_recognised() -> None:
+    vocab = Vocabulary("diseases", ("Adjustment Disorders", "Behcet Syndrome", "Allergies"), "t")
+    matcher = EntityMatcher(vocab)
+    assert [m.name for m in matcher.find("Adjustment disorder")] == ["Adjustment Disorders"]
+    assert [m.text for m in matcher.find("Behçet's syndrome")] == ["Behçet's syndrome"]
+    assert [m.name for m in matcher.find("Food allergy")] == ["Allergies"]
+
+
+def test_typing_precision_on_hand_labelled_medqa_distractors(tces: Path) -> None:
+    """The hand-labelled MedQA dev sample (bench/tces_typing_medqa.py prints P/R): with the builtin drug list no
+    distractor is typed as a drug unless the label says it names one."""
+    import json
+
+    pytest.importorskip("drug_named_entity_recognition")
+    rows = [json.loads(line) for line in (tces / "medqa_dev_distractor_types.jsonl").read_text().splitlines()]
+    assert len(rows) == 100
+    matcher = EntityMatcher(load_vocabulary("drugs"))
+    typed = [bool(matcher.typed(row["text"])) for row in rows]
+    false_positives = [row["text"] for row, hit in zip(rows, typed, strict=True) if hit and not row["drugs"]]
+    assert false_positives == []
+    assert sum(hit and row["drugs"] for row, hit in zip(rows, typed, strict=True)) >= 15

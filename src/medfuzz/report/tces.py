@@ -75,24 +75,56 @@ def _slug(*parts: object) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "_".join(str(p) for p in parts)).strip("-")
 
 
+def wilson(successes: int, total: int) -> tuple[float, float, float]:
+    """Proportion and its Wilson 95 % interval (statsmodels); NaNs when ``total`` is 0."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    if total <= 0:
+        return float("nan"), float("nan"), float("nan")
+    low, high = proportion_confint(successes, total, alpha=0.05, method="wilson")
+    return successes / total, float(low), float(high)
+
+
+def chance_level(records: Sequence[dict[str, Any]]) -> float:
+    """1 / number of options, from the items the records carry (4 when none does)."""
+    sizes = [len(r["modified_item"]["options"]) for r in records if r.get("modified_item")]
+    return 1.0 / (sum(sizes) / len(sizes)) if sizes else 0.25
+
+
+def _errorbar(ax, xs: Sequence[float], intervals: Sequence[tuple[float, float, float]], **style) -> None:
+    """Points with asymmetric Wilson error bars, in percent."""
+    ys = [100 * v for v, _, _ in intervals]
+    below = [100 * (v - lo) for v, lo, _ in intervals]
+    above = [100 * (hi - v) for v, _, hi in intervals]
+    ax.errorbar(xs, ys, yerr=[below, above], capsize=3, **style)
+
+
 def _plot_budget_curves(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     written = []
     groups: dict[tuple[str, str, str], list[TCESRun]] = defaultdict(list)
     for run in runs:
         groups[(run.benchmark, run.entity, run.model)].append(run)
     for (benchmark, entity, model), members in sorted(groups.items()):
-        fig, ax = plt.subplots(figsize=(5.5, 4))
-        for run in sorted(members, key=lambda r: (r.sampler, r.n, r.budget)):
+        fig, ax = plt.subplots(figsize=(6.4, 4.6))
+        ordered = sorted(members, key=lambda r: (r.sampler, r.n, r.budget, str(r.path)))
+        for position, run in enumerate(ordered):
+            attacked = sum(r["outcome"] in ("success", "attack_failed") for r in run.records)
             curve = asr_by_budget(run.records, run.budget)
-            ax.plot(range(1, run.budget + 1), [100 * v for v in curve], marker="o", label=run.label)
-        ax.set_ylim(0, 100)
-        ax.set_xlabel("query budget")
-        ax.set_ylabel("ASR (%) among items correct when clean")
-        ax.set_title(f"{benchmark} {entity} — {model}", fontsize=9)
+            intervals = [wilson(round(v * attacked), attacked) for v in curve]
+            # small horizontal offsets keep overlapping error bars of several runs apart
+            offset = (position - (len(ordered) - 1) / 2) * 0.06
+            xs = [b + offset for b in range(1, run.budget + 1)]
+            _errorbar(ax, xs, intervals, marker="o", label=f"{run.label} (N = {attacked} attacked)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(0, 102)
+        ax.set_xlabel("query budget b (attack queries per item)")
+        ax.set_ylabel("ASR@b (%), 95 % Wilson CI\namong items correct when clean")
+        ax.set_title(f"TCES query scaling: {benchmark} {entity}\n{model}", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
         path = out_dir / f"tces_asr_vs_budget_{_slug(benchmark, entity, model)}.png"
         fig.tight_layout()
         fig.savefig(path, dpi=120)
@@ -101,7 +133,15 @@ def _plot_budget_curves(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
     return written
 
 
+def _accuracy_interval(run: TCESRun) -> tuple[float, float, float]:
+    s = run.summary
+    return wilson(s.clean_correct - s.successes, s.evaluated)
+
+
 def _plot_n_sweeps(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
+    """Accuracy after the attack (with Wilson CIs, the clean accuracy and the chance level) and Gini-Simpson
+    against n. RandS is its own marker at n = 0; several runs at one n (a PDWS n = 0 beside RandS, a rerun) are
+    all drawn, side by side, and the PDWS line goes through their mean."""
     import matplotlib.pyplot as plt
 
     written = []
@@ -110,22 +150,49 @@ def _plot_n_sweeps(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
         if run.sampler in ("pdws", "rands"):
             groups[(run.benchmark, run.entity, run.model, run.budget)].append(run)
     for (benchmark, entity, model, budget), members in sorted(groups.items()):
-        points = sorted(((0.0 if r.sampler == "rands" else r.n), r.summary, r.sampler) for r in members)
-        xs = [p[0] for p in points]
-        fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(5.5, 5))
-        top.plot(xs, [p[1].attacked_accuracy for p in points], marker="o", label="after attack")
-        top.plot(xs, [p[1].clean_accuracy for p in points], linestyle="--", color="grey", label="clean")
-        top.set_ylabel("accuracy")
-        top.set_ylim(0, 1)
-        top.legend(fontsize=8)
-        bottom.plot(xs, [p[1].gini_simpson for p in points], marker="s", color="tab:orange")
-        bottom.set_ylabel("Gini-Simpson η")
+        pdws = sorted((r for r in members if r.sampler == "pdws"), key=lambda r: (r.n, str(r.path)))
+        rands = sorted((r for r in members if r.sampler == "rands"), key=lambda r: str(r.path))
+        span = max([abs(r.n) for r in pdws] + [1.0])
+        width = 0.015 * span  # side-by-side offset for runs at the same n
+        fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(6.4, 6.4))
+        by_n: dict[float, list[TCESRun]] = defaultdict(list)
+        for run in pdws:
+            by_n[run.n].append(run)
+        line_x, line_acc, line_eta = [], [], []
+        for n, same in sorted(by_n.items()):
+            xs = [n + (i - (len(same) - 1) / 2) * width for i in range(len(same))]
+            intervals = [_accuracy_interval(r) for r in same]
+            _errorbar(top, xs, intervals, marker="o", linestyle="none", color="tab:blue")
+            bottom.plot(xs, [r.summary.gini_simpson for r in same], marker="s", linestyle="none", color="tab:orange")
+            line_x.append(n)
+            line_acc.append(100 * sum(v for v, _, _ in intervals) / len(intervals))
+            line_eta.append(sum(r.summary.gini_simpson for r in same) / len(same))
+        if line_x:
+            top.plot(line_x, line_acc, color="tab:blue", label="PDWS, after attack")
+            bottom.plot(line_x, line_eta, color="tab:orange", label="PDWS")
+        for i, run in enumerate(rands):
+            x = (i + 1) * width * (1 if not by_n.get(0.0) else 2)
+            _errorbar(top, [x], [_accuracy_interval(run)], marker="D", linestyle="none", color="tab:green",
+                      label="RandS, after attack" if i == 0 else None)
+            bottom.plot([x], [run.summary.gini_simpson], marker="D", linestyle="none", color="tab:green",
+                        label="RandS" if i == 0 else None)
+        clean = [r.summary for r in members]
+        evaluated = sum(s.evaluated for s in clean)
+        clean_rate = 100 * sum(s.clean_correct for s in clean) / evaluated if evaluated else float("nan")
+        top.axhline(clean_rate, linestyle="--", color="grey", label="clean (all runs)")
+        chance = 100 * chance_level([r for run in members for r in run.records])
+        top.axhline(chance, linestyle=":", color="red", label=f"chance ({chance:.0f} %)")
+        top.set_ylabel("accuracy (%), 95 % Wilson CI")
+        top.set_ylim(0, 102)
+        top.legend(fontsize=8, loc="best")
+        bottom.set_ylabel("Gini-Simpson η of\nsuccessful replacements")
         bottom.set_ylim(0, 1)
-        bottom.set_xlabel("PDWS exponent n (RandS at n = 0)")
+        bottom.set_xlabel("PDWS exponent n (n < 0: near the key; RandS drawn at n = 0)")
+        bottom.legend(fontsize=8, loc="best")
         for axis in (top, bottom):
             axis.axvline(0.0, linestyle=":", color="black", linewidth=0.8)
             axis.grid(alpha=0.3)
-        top.set_title(f"{benchmark} {entity}, budget {budget} — {model}", fontsize=9)
+        top.set_title(f"TCES n-sweep: {benchmark} {entity}, budget {budget}\n{model}", fontsize=10)
         path = out_dir / f"tces_n_sweep_{_slug(benchmark, entity, model, f'B{budget}')}.png"
         fig.tight_layout()
         fig.savefig(path, dpi=120)

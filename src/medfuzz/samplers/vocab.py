@@ -27,6 +27,7 @@ import importlib.util
 import io
 import pickle
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -86,9 +87,16 @@ def name_tokens(text: str) -> list[tuple[str, int, int]]:
     return tokens
 
 
+def fold_accents(text: str) -> str:
+    """``Behçet`` → ``Behcet``: drop combining marks (same length for Latin letters, so spans still index text)."""
+    folded = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
+    return folded if len(folded) == len(text) else text
+
+
 def normalise_name(text: str) -> str:
-    """The matching key of a name: lower-case word tokens joined by single spaces (punctuation ignored)."""
-    return " ".join(token for token, _, _ in name_tokens(text))
+    """The matching key of a name: accent-folded lower-case word tokens joined by single spaces (punctuation
+    ignored)."""
+    return " ".join(token for token, _, _ in name_tokens(fold_accents(text)))
 
 
 def _unique(names: Iterable[str]) -> tuple[str, ...]:

@@ -1,11 +1,12 @@
 """The TCES attack engine (Algorithm 1 of the paper), harness-agnostic.
 
 Per item: recognise the option entities of one type; skip when no distractor has one; ask the target the clean
-question (already-wrong items are not attacked); pick the victim (RankSelect: the distractor entity nearest the
-key in the embedding); then, until the answer leaves the key or the query budget B is spent, replace the victim
-by a vocabulary entry drawn by the sampler (without replacement, key and option entities excluded) and ask
-again. DiscreteZOO spends M queries on gradient points per step; each of them counts against B and each can
-succeed on its own.
+question (already-wrong items are not attacked); pick the victim (RankSelect: for RandS/PDWS the distractor entity
+nearest the key in the embedding; for DiscreteZOO a random one, the paper's "random word ranking"); then, until the
+answer leaves the key or the query budget B is spent, replace the victim by a vocabulary entry drawn by the
+sampler (without replacement, key and option entities excluded) and ask again. RandS/PDWS draw the whole budget's
+order in one call (Gumbel-top-k) and query it in turn. DiscreteZOO spends M queries per step on gradient points
+drawn in the current entity's neighbourhood; each counts against B and each can succeed on its own.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from medfuzz.samplers.sampling import (
     CandidatePool,
     PDWSSampler,
     RandomSampler,
-    cosine_distances,
     nearest_available,
+    neighbourhood,
+    unit_cosine_distances,
+    unit_rows,
     zoo_gradient,
     zoo_step_target,
 )
@@ -49,9 +52,12 @@ class TCESResources:
     encoder: Encoder
     vectors: np.ndarray
     matcher: EntityMatcher = field(init=False)
+    unit: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.matcher = EntityMatcher(self.vocabulary)
+        # normalised once (float32, as encoders return): a key's distances are then one matrix-vector product
+        self.unit = unit_rows(self.vectors, np.float32)
 
     @classmethod
     def build(cls, entity_type: str, vocabulary: str | Path | None = None,
@@ -161,30 +167,40 @@ def clean_item(item: MCQItem) -> MCQItem:
     return item.with_options(item.clean_options()).with_question(item.clean_question())
 
 
-def select_victim(typed: TypedOptions, item: MCQItem, resources: TCESResources) -> tuple[Mention, np.ndarray, dict]:
-    """RankSelect: the distractor entity nearest the key. The key's anchor is its own entity of the type (the
-    one nearest any distractor entity when it has several) or, when it has none, the whole key option text."""
-    vectors = resources.vectors
-    distractor_vectors = vectors[[m.index for m in typed.distractors]]
+def anchor_vector(typed: TypedOptions, item: MCQItem, resources: TCESResources,
+                  victims: tuple[Mention, ...]) -> tuple[np.ndarray, dict[str, Any], Mention | None]:
+    """The key's anchor: its own entity of the type (the one nearest any victim candidate when it has several)
+    or, when it has none, the whole key option text. Also returns the candidate nearest the key."""
+    unit = resources.unit
+    candidates = unit[[m.index for m in victims]]
     if typed.key:
-        key_vectors = vectors[[m.index for m in typed.key]]
-        similarity = key_vectors @ distractor_vectors.T
+        key_vectors = unit[[m.index for m in typed.key]]
+        similarity = key_vectors @ candidates.T
         k, d = np.unravel_index(int(np.argmax(similarity)), similarity.shape)
         key_mention = typed.key[int(k)]
         anchor = {"source": "entity", "text": key_mention.text, "vocab_name": key_mention.name}
-        return typed.distractors[int(d)], key_vectors[int(k)], anchor
-    anchor_vector = resources.encoder.encode([item.options[item.answer]])[0]
-    d = int(np.argmin(cosine_distances(anchor_vector, distractor_vectors)))
-    anchor = {"source": "option_text", "text": item.options[item.answer], "vocab_name": None}
-    return typed.distractors[d], anchor_vector, anchor
+        return resources.vectors[key_mention.index], anchor, victims[int(d)]
+    vector = resources.encoder.encode([item.options[item.answer]])[0]
+    d = int(np.argmin(unit_cosine_distances(vector, candidates)))
+    return vector, {"source": "option_text", "text": item.options[item.answer], "vocab_name": None}, victims[d]
 
 
-def prepare(typed: TypedOptions, item: MCQItem, resources: TCESResources
-            ) -> tuple[Mention, dict[str, Any], np.ndarray, CandidatePool]:
-    """Victim, anchor evidence, cosine distances of every vocabulary entry to the key, and the candidate pool."""
-    victim, anchor_vector, anchor = select_victim(typed, item, resources)
-    distances = cosine_distances(anchor_vector, resources.vectors)
-    anchor = {**anchor, "victim_distance": float(distances[victim.index])}
+def prepare(typed: TypedOptions, item: MCQItem, resources: TCESResources, config: TCESConfig,
+            rng: np.random.Generator) -> tuple[Mention, dict[str, Any], np.ndarray, CandidatePool]:
+    """RankSelect and the sampling state: the victim, anchor evidence, cosine distances of every vocabulary
+    entry to the key, and the candidate pool.
+
+    The victim is chosen among ``typed.victims`` (options that are the entity itself preferred): for RandS/PDWS
+    the one nearest the key (paper §4.2); for DiscreteZOO one at random from ``rng`` (the paper's "random word
+    ranking", §4.3 (i))."""
+    victims = typed.victims
+    vector, anchor, nearest = anchor_vector(typed, item, resources, victims)
+    if config.sampler == "zoo":
+        victim, rule = victims[int(rng.integers(len(victims)))], "random"
+    else:
+        victim, rule = nearest, "nearest_to_key"
+    distances = unit_cosine_distances(vector, resources.unit)
+    anchor = {**anchor, "victim_rule": rule, "victim_distance": float(distances[victim.index])}
     return victim, anchor, distances, CandidatePool(len(resources.vocabulary), typed.excluded_indices())
 
 
@@ -214,11 +230,12 @@ def first_substitution(item: MCQItem, resources: TCESResources, config: TCESConf
     typed = type_options(item, resources.matcher)
     if not typed.distractors:
         return f"no {config.entity} entity in any distractor"
-    victim, anchor, distances, pool = prepare(typed, item, resources)
+    rng = item_rng(config, item)
+    victim, anchor, distances, pool = prepare(typed, item, resources, config, rng)
     if len(pool) == 0:
         return "no candidate entity left"
     sampler = RandomSampler() if config.sampler == "rands" else PDWSSampler(config.n)
-    index = sampler.draw(pool, distances, item_rng(config, item))
+    index = int(sampler.draw_many(pool, distances, 1, rng)[0])
     replacement = resources.vocabulary.names[index]
     return Substitution(victim, anchor, index, replacement, float(distances[index]),
                         substituted_item(item, victim, replacement))
@@ -253,8 +270,11 @@ class _Attack:
 
     async def run_sampling(self, rng: np.random.Generator) -> Attempt | None:
         sampler = RandomSampler() if self.config.sampler == "rands" else PDWSSampler(self.config.n)
-        while self.remaining > 0 and len(self.pool) > 0:
-            attempt = await self.query(sampler.draw(self.pool, self.distances, rng), "sample")
+        if len(self.pool) == 0:
+            return None
+        # the whole budget's draw order in one call; the first b draws do not depend on B
+        for index in sampler.draw_many(self.pool, self.distances, self.remaining, rng):
+            attempt = await self.query(int(index), "sample")
             if attempt.error or attempt.flipped:
                 return attempt
         return None
@@ -266,10 +286,17 @@ class _Attack:
         uniform = RandomSampler()
         while self.remaining > 0 and len(self.pool) > 0:
             points, scores = [], []
-            # M gradient points, leaving one query for the step; with a single query left, the previous
-            # gradient (zero at first) decides the step
-            for _ in range(min(self.config.zoo_m, self.remaining - 1, len(self.pool) - 1)):
-                attempt = await self.query(uniform.draw(self.pool, self.distances, rng), "gradient")
+            # M gradient points, drawn uniformly among the available entries nearest the current entity (paper
+            # App. E; the similarity threshold of the original DiscreteZOO is off, §4.3 (ii)), leaving one query
+            # for the step; with a single query left, the previous gradient (zero at first) decides the step
+            m = min(self.config.zoo_m, self.remaining - 1, len(self.pool) - 1)
+            near = CandidatePool(len(vectors), ())
+            near.available[:] = False
+            near.available[neighbourhood(anchor, vectors, self.pool, self.config.zoo_neighbourhood)] = True
+            drawn = uniform.draw_many(near, None, m, rng) if m > 0 else []
+            self.pool.remove(np.asarray(drawn, dtype=np.int64))
+            for index in drawn:
+                attempt = await self.query(int(index), "gradient")
                 if attempt.error or attempt.flipped:
                     return attempt
                 points.append(vectors[attempt.vocab_index])
@@ -306,10 +333,10 @@ async def attack_item(item: MCQItem, model: ChatModel, resources: TCESResources,
         result.outcome, result.reason = Outcome.ALREADY_WRONG, f"clean answer {clean.letter}, key {item.answer}"
         return result
 
-    victim, anchor, distances, pool = prepare(typed, item, resources)
+    rng = item_rng(config, item)
+    victim, anchor, distances, pool = prepare(typed, item, resources, config, rng)
     result.victim, result.anchor = victim, anchor
     attack = _Attack(item, victim, distances, pool, model, resources, config, ledger)
-    rng = item_rng(config, item)
     if config.sampler == "zoo":
         final = await attack.run_zoo(rng, float(clean.score if clean.score is not None else 1.0))
     else:
