@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
-
-from medfuzz.report.medguard import results_from_inspect_log
 from inspect_ai.scorer import SampleScore, Score
 
+from medfuzz.report.medguard import results_from_inspect_log
 from medfuzz.scorers.medguard import ItemResult, aspect_units, position_report, safety_report
 from medfuzz.solvers.medguard.builders import limit_per_pool
 from medfuzz.solvers.medguard.prompts import SAFE_INSTRUCTIONS

@@ -29,7 +29,6 @@ from typing import Any
 from medfuzz.benchmarks import LETTERS, MCQItem
 from medfuzz.benchmarks.items import item_seed
 
-
 # metadata fields that hold an option letter of the item (moved with their option)
 LETTER_FIELDS = ("promoted_option", "leak_option", "argued_option")
 

@@ -279,7 +279,8 @@ async def abuild(config: BuildConfig, aspects: str | list[str] | None = None,
         items += built
     header = {
         "format": FORMAT, "version": VERSION, "config": {**asdict(config), "languages": list(config.languages)},
-        "pools": pools, "counts": counts, "keys": key_counts(items), "generator": getattr(generator, "name", None), "failures": log.failures,
+        "pools": pools, "counts": counts, "keys": key_counts(items),
+        "generator": getattr(generator, "name", None), "failures": log.failures,
     }
     return Benchmark(header, items)
 
