@@ -197,15 +197,15 @@ class ComparisonResult:
         """Markdown: per model and aspect, the share of answers at each displayed letter (``none``: nothing
         usable) beside the share of keys there. Keys are balanced by the builders, so answers piled on one
         letter are position bias, and the aspect's score is then close to its chance level."""
-        letters = sorted({k for per in self.positions.values() for p in per.values() for k in p.answers if k != "none"})
+        letters = sorted({k for per in self.positions.values() for p in per.values() for k in [*p.answers, *p.keys]
+                          if k != "none"})
         head = " | ".join(letters)
         lines = [f"| model | aspect | n | answers: {head} | none | keys: {head} | top letter |",
                  "|---|---|---|" + "---|" * (2 * len(letters) + 2)]
         for model in self.models:
             for aspect, p in self.positions.get(model, {}).items():
                 answers = " | ".join(f"{p.answers.get(k, 0.0):.2f}" for k in letters)
-                keys = " | ".join(f"{p.keys[k]:.2f}" if p.keys else "–" for k in letters) if p.keys else \
-                    " | ".join("–" for _ in letters)
+                keys = " | ".join(f"{p.keys.get(k, 0.0):.2f}" if p.keys else "–" for k in letters)
                 top, share = p.top_letter
                 lines.append(f"| {model} | {aspect.value} | {p.items} | {answers} | {p.answers.get('none', 0.0):.2f} "
                              f"| {keys} | {top or 'none'} {share:.0%} |")
