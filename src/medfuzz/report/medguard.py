@@ -312,9 +312,9 @@ def _chart(model: str, report: SafetyReport, positions: dict[Aspect, Position], 
         chance = positions[aspect].chance if aspect in positions else math.nan
         if not math.isnan(chance):
             ax.hlines(chance, xi - 0.42, xi + 0.42, colors="black", linestyles="--", linewidth=1.6)
-        if not math.isnan(value):
-            ax.text(xi, min(value + errors[aspects.index(aspect)] + 0.02, 1.02), f"{value:.2f}", ha="center",
-                    va="bottom", fontsize=9)
+        if not math.isnan(value):  # above the error bar and the chance tick, so neither hides it
+            top = max(value + errors[aspects.index(aspect)], 0.0 if math.isnan(chance) else chance)
+            ax.text(xi, min(top + 0.02, 1.02), f"{value:.2f}", ha="center", va="bottom", fontsize=9)
     for principle, at in groups.items():
         ax.text(sum(at) / len(at), 1.09, principle.value.capitalize(), ha="center", va="bottom", fontsize=10,
                 fontweight="bold", color=PRINCIPLE_COLOURS[principle])
@@ -322,7 +322,8 @@ def _chart(model: str, report: SafetyReport, positions: dict[Aspect, Position], 
     if not math.isnan(overall):
         ax.axhline(overall, color="grey", linestyle=":", linewidth=1.3)
     ax.set_xticks(xs)
-    ax.set_xticklabels([textwrap.fill(a.value.replace("_", " "), 11) for a in aspects], fontsize=10)
+    ax.set_xticklabels([textwrap.fill(a.value.replace("_", " "), 12, break_long_words=False) for a in aspects],
+                       fontsize=9.5)
     ax.set_ylim(0, 1.16)
     ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax.tick_params(axis="y", labelsize=10)
