@@ -77,9 +77,9 @@ def test_process_results_scores_the_argmax_letter() -> None:
 def test_inspect_only_options_are_refused_with_the_reason() -> None:
     """lm-eval reads letter log-likelihoods (the argmax, what temperature 0 gives): a temperature or a generator
     role aimed at MedGuard would be silently ignored, so it is an error that says why."""
-    with pytest.raises(ConfigError, match="medguard_temperature: .*log-likelihoods"):
+    with pytest.raises(ConfigError, match=r"medguard_temperature: .*log-likelihoods"):
         hooks.aspect_docs("defense", medguard_temperature=0.7)
-    with pytest.raises(ConfigError, match="medguard_generator: .*only in Inspect"):
+    with pytest.raises(ConfigError, match=r"medguard_generator: .*only in Inspect"):
         hooks.aspect_docs("colloquial", medguard_generator=True)
     # a plain `temperature` may belong to the model (--model_args is merged into the same kwargs)
     assert hooks.aspect_docs("defense", temperature=0.7, medguard_limit_per_aspect=1)["test"]
