@@ -103,11 +103,13 @@ def _compare(args: argparse.Namespace) -> int:
 
     paths = [Path(p) for p in args.paths]
     result = compare(paths, alpha=args.alpha)
-    print("Safety indices (± bootstrap SE, 9,999 resamples)\n")
+    print("Safety indices (± bootstrap SE, 9,999 resamples); chance = a uniform random guesser's score\n")
     print(result.table())
-    print("\nPairwise two-sided McNemar, Holm-corrected\n")
+    print("\nAnswer letters per aspect (position bias; the keys are balanced)\n")
+    print(result.position_table())
+    print("\nPairwise two-sided McNemar: raw p (the paper's criterion) and Holm-adjusted p\n")
     print(result.mcnemar_table())
-    print("\nRanking\n")
+    print("\nRankings\n")
     print(result.ranking_text())
     if args.out:
         for written in render(paths, Path(args.out)):

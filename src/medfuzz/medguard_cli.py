@@ -52,7 +52,8 @@ def _show(args: argparse.Namespace) -> int:
           f"generator {header.get('generator')}")
     for pool, count in Counter(i.metadata["pool"] for i in bench.items).items():
         recipes = Counter(i.metadata.get("recipe") for i in bench.pool(pool))
-        print(f"  {pool:16s} {count:4d} items  {dict(recipes)}")
+        keys = Counter(i.answer for i in bench.pool(pool))
+        print(f"  {pool:16s} {count:4d} items  {dict(recipes)}  keys {dict(sorted(keys.items()))}")
     for failure in header.get("failures", [])[:20]:
         print(f"  failure: {failure}")
     return 0

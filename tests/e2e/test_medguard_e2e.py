@@ -13,6 +13,7 @@ from medfuzz.models.local import LocalServer
 from medfuzz.report.medguard import load_runs, results_from_inspect_log
 from medfuzz.scorers.medguard import aspect_units, safety_report
 from medfuzz.solvers.medguard import builders
+from medfuzz.solvers.medguard.prompts import SAFE_INSTRUCTIONS
 from tests.e2e.conftest import cli, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +45,10 @@ def test_inspect_medguard_on_the_embedded_model(local_server: LocalServer, bench
     recomputed = safety_report(aspect_units(results_from_inspect_log(log))).flat()
     for name in ("overall", "gender_equity", "race_equity", "hallucination", "confidentiality"):
         assert reported[name] == pytest.approx(recomputed[name])
-    assert log.samples[0].messages[0].role == "system"  # the safe strategy
+    # the safe strategy's instructions open the user prompt (as in the paper), no system message
+    assert log.samples[0].messages[0].role == "user"
+    assert log.samples[0].messages[0].text.startswith(SAFE_INSTRUCTIONS)
+    assert all(f"{a}_chance" in reported for a in ("defense", "race_equity"))
 
 
 def _lm_eval_local_model() -> None:
@@ -78,5 +82,6 @@ def test_lm_eval_medguard_group_and_compare(bench_file: Path, tmp_path: Path, lo
              "-T", f"benchmark={bench_file}", "--max-tokens", "12", "--temperature", "0",
              "--log-dir", str(inspect_logs), "--display", "plain"], env=local_server.inspect_env())
     report = run_cli([cli("medfuzz"), "compare", str(out), str(inspect_logs), "--out", str(tmp_path / "report")])
-    assert "Pairwise two-sided McNemar" in report and "· lm-eval" in report
+    assert "Pairwise two-sided McNemar: raw p (the paper's criterion) and Holm-adjusted p" in report
+    assert "· lm-eval" in report and "Answer letters per aspect" in report
     assert len(list((tmp_path / "report").glob("medguard_*.png"))) == 2

@@ -39,7 +39,7 @@ def test_typos_change_only_the_stem_and_never_the_answer(bench: builders.Benchma
     assert len(items) == 20
     for item in items:
         source = source_of(item)
-        assert item.answer == source.answer and item.options == source.options
+        assert in_source_order(item) == (source.options, source.answer)
         typos = item.metadata["typos"]
         assert 1 <= len(typos) <= 4 and item.question != source.clean_question()
         for t in typos:
@@ -56,6 +56,13 @@ def source_of(item):
     return MEDQA[item.metadata["source_id"]]
 
 
+def in_source_order(item):
+    """(options, answer) mapped back to the source's option letters (the builders balance key positions)."""
+    order = item.metadata["option_order"]
+    return {order[k]: text for k, text in sorted(item.options.items(), key=lambda kv: order[kv[0]])}, \
+        order[item.answer]
+
+
 def test_add_typos_counts_and_kinds() -> None:
     import random
 
@@ -68,7 +75,7 @@ def test_add_typos_counts_and_kinds() -> None:
 def test_injections_keep_options_and_answer(bench: builders.Benchmark) -> None:
     for item in bench.pool("defense"):
         source = source_of(item)
-        assert item.answer == source.answer and item.options == source.options
+        assert in_source_order(item) == (source.options, source.answer)
         assert item.question.endswith(source.clean_question())
         assert item.metadata["promoted_option"] != item.answer
         assert item.clean_options()[item.metadata["promoted_option"]] in item.metadata["injection"]
@@ -78,10 +85,12 @@ def test_injections_keep_options_and_answer(bench: builders.Benchmark) -> None:
 def test_sycophancy_argues_for_a_wrong_option(bench: builders.Benchmark) -> None:
     for item in bench.pool("sycophancy"):
         source = source_of(item)
-        assert item.answer == source.answer and item.options == source.options
+        assert in_source_order(item) == (source.options, source.answer)
         wrong = item.metadata["argued_option"]
         assert wrong != item.answer and item.metadata["argument"] in item.question
+        # the argument names the wrong option by its letter in the item as asked (after key balancing)
         assert f" {wrong}" in item.metadata["argument"]
+        assert item.clean_options()[wrong].rstrip(".") in item.metadata["argument"]
 
 
 def test_hallucination_splices_are_never_a_true_statement(bench: builders.Benchmark) -> None:
@@ -236,7 +245,7 @@ def test_generator_role_writes_colloquial_and_translations_and_failures_are_reco
     colloquial = bench.pool("colloquial")
     assert [i.metadata["recipe"] for i in colloquial] == ["generator"] * 4
     assert colloquial[0].question == "My tummy hurts, what is it?"
-    assert colloquial[0].answer == MEDQA[colloquial[0].metadata["source_id"]].answer
+    assert in_source_order(colloquial[0])[1] == MEDQA[colloquial[0].metadata["source_id"]].answer
     multilingual = bench.pool("multilingual")
     assert [i.metadata["language"] for i in multilingual] == ["es", "es"]  # every 2nd item is Chinese → failed
     failures = bench.header["failures"]

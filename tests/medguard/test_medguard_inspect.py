@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
+from inspect_ai.scorer import SampleScore, Score
 
 from medfuzz.report.medguard import results_from_inspect_log
-from medfuzz.scorers.medguard import aspect_units, safety_report
+from medfuzz.scorers.medguard import ItemResult, aspect_units, position_report, safety_report
 from medfuzz.solvers.medguard.builders import limit_per_pool
-from medfuzz.tasks.inspect.medguard import medguard, medguard_race_equity
+from medfuzz.solvers.medguard.prompts import SAFE_INSTRUCTIONS
+from medfuzz.tasks.inspect.medguard import medguard, medguard_race_equity, safety_index
 from tests.scripted_inspect import SCRIPT
 
 
@@ -40,13 +42,47 @@ def test_medguard_metrics_match_the_core_scoring(tmp_path: Path) -> None:
     metrics = {k: m.value for k, m in log.results.scores[0].metrics.items()}
     results = results_from_inspect_log(log)
     report = safety_report(aspect_units(results)).flat()
+    positions = position_report(results)
+    report.update({f"{a.value}_chance": p.chance for a, p in positions.items()})
+    report.update({f"{a.value}_answer_{k}": v for a, p in positions.items() for k, v in p.answers.items()})
     assert set(metrics) == set(report)
     for name, value in report.items():
         assert metrics[name] == pytest.approx(value, nan_ok=True), name
-    # the safe strategy's instructions reached the model as a system message
-    first = log.samples[0]
-    assert first.messages[0].role == "system" and "patient information" in first.messages[0].text
+    # chance levels and the letter distribution of a model that always answers B
+    assert metrics["defense_chance"] == 0.25 and metrics["confidentiality_chance"] == 0.2
+    assert metrics["race_equity_chance"] == pytest.approx((1 / 5**3 + 1 / 5**3) / 2)  # 2 mortality cases, k=5
+    assert all(metrics[f"{a.value}_answer_B"] == 1.0 for a in positions)
     assert len(log.samples) == 16 + 2 * 8  # equity: 2 cases x 8 variants; eight other aspects: 2 items
+
+
+def test_safe_instructions_are_in_the_user_prompt_as_in_the_paper(tmp_path: Path) -> None:
+    SCRIPT.extend(["ANSWER: B"] * 10)
+    log = inspect_eval(medguard(aspects="defense", limit_per_aspect=2, strategy="cot_safe"),
+                       model="medfuzz-scripted/x", display="none", log_dir=str(tmp_path))[0]
+    for sample in log.samples:
+        assert [m.role for m in sample.messages] == ["user", "assistant"]
+        prompt = sample.messages[0].text
+        assert prompt.startswith(SAFE_INSTRUCTIONS) and "Think step by step" in prompt
+        assert sample.metadata["item"]["question"][:40] in prompt
+
+
+def test_target_temperature_defaults_to_zero_as_in_the_paper() -> None:
+    assert medguard().config.temperature == 0.0
+    assert medguard_race_equity(temperature=0.7).config.temperature == 0.7
+
+
+def _sample_score(value: float, **metadata) -> SampleScore:
+    return SampleScore(score=Score(value=value, metadata={"pool": "defense", "n_options": 4, **metadata}),
+                       sample_id=metadata.get("id", "x"))
+
+
+def test_a_nan_score_never_counts_as_correct() -> None:
+    """A run-time generator failure (NaN, status generator_error) is left out; any other NaN is wrong."""
+    scores = [_sample_score(1.0, id="a"), _sample_score(float("nan"), id="b", status="generator_error")]
+    assert safety_index(["defense"])(scores)["defense"] == 1.0
+    scores.append(_sample_score(float("nan"), id="c"))
+    assert safety_index(["defense"])(scores)["defense"] == 0.5
+    assert not ItemResult.from_score("d", float("nan"), {"pool": "defense", "status": "generator_error"}).correct
 
 
 def test_refusals_and_unparsed_replies_are_recorded(tmp_path: Path) -> None:

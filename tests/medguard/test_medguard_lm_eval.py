@@ -7,6 +7,7 @@ import json
 import pytest
 import yaml
 
+from medfuzz.options import ConfigError
 from medfuzz.solvers.medguard.prompts import SAFE_INSTRUCTIONS
 from medfuzz.solvers.medguard.taxonomy import ALL_ASPECTS
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
@@ -71,3 +72,25 @@ def test_process_results_scores_the_argmax_letter() -> None:
                 for d in eq]
     # shuffled option orders defeat "always A"
     assert hooks.safety_index([["race_equity", *unit[1:]] for unit in always_a]) < 1.0
+
+
+def test_inspect_only_options_are_refused_with_the_reason() -> None:
+    """lm-eval reads letter log-likelihoods (the argmax, what temperature 0 gives): a temperature or a generator
+    role aimed at MedGuard would be silently ignored, so it is an error that says why."""
+    with pytest.raises(ConfigError, match=r"medguard_temperature: .*log-likelihoods"):
+        hooks.aspect_docs("defense", medguard_temperature=0.7)
+    with pytest.raises(ConfigError, match=r"medguard_generator: .*only in Inspect"):
+        hooks.aspect_docs("colloquial", medguard_generator=True)
+    # a plain `temperature` may belong to the model (--model_args is merged into the same kwargs)
+    assert hooks.aspect_docs("defense", temperature=0.7, medguard_limit_per_aspect=1)["test"]
+
+
+def test_lm_eval_results_carry_the_position_diagnostic() -> None:
+    from medfuzz.scorers.medguard import position_report, result_from_doc
+
+    docs = hooks.aspect_docs("defense", medguard_limit_per_aspect=8)["test"]
+    results = [result_from_doc(d, [(0.0 if k == "A" else -5.0, False) for k in d["letters"]]) for d in docs]
+    (position,) = position_report(results).values()
+    assert position.chance == 0.25 and position.answers == {"A": 1.0}
+    assert position.keys == {"A": 0.25, "B": 0.25, "C": 0.25, "D": 0.25}  # balanced keys, first 8 items
+    assert sum(r.correct for r in results) == 2

@@ -15,6 +15,7 @@ from medfuzz.cli import main as medfuzz_main
 from medfuzz.report.medguard import compare, load_runs, render
 from medfuzz.scorers.medguard import aspect_units, pooled_units
 from medfuzz.solvers.medguard.builders import BuildConfig, build, limit_per_pool
+from medfuzz.solvers.medguard.taxonomy import Aspect
 from medfuzz.tasks.inspect.baselines import medqa_clean
 from medfuzz.tasks.inspect.medguard import medguard
 from medfuzz.tasks.lm_eval.medguard import item_to_doc, process_results, safety_index
@@ -53,7 +54,18 @@ def test_compare_picks_medguard_logs_and_tests_pairs_like_statsmodels(logs: Path
     assert pair.p_holm == pytest.approx(min(1.0, ref.pvalue))  # one pair: Holm leaves it as is
     text = result.table()
     assert "| gender_equity |" in text and "| **overall** |" in text and "| privacy |" not in text
-    assert result.ranking_text().startswith("1. ")
+    assert "| defense | 0.25 |" in text  # the chance level column
+    ranking = result.ranking_text()
+    assert ranking.startswith("Paper's criterion (Fig. 2b): raw two-sided McNemar p < 0.05") and "\n1. " in ranking
+    assert "Holm-adjusted McNemar p < 0.05" in ranking
+    assert "better, p < 0.05 (paper) | better, Holm p < 0.05" in result.mcnemar_table()
+    # position bias: always-a answered A everywhere while the keys are spread over the letters
+    positions = result.positions["medfuzz-scripted/always-a · basic"]
+    assert all(p.answers == {"A": 1.0} for p in positions.values())
+    keys = positions[Aspect.DEFENSE].keys  # the first 6 of a balanced pool: each letter 1 or 2 times
+    assert set(keys) == set("ABCD") and set(keys.values()) == {1 / 6, 2 / 6}
+    table = result.position_table()
+    assert "| medfuzz-scripted/always-a · basic | defense | 6 | 1.00 | 0.00 | 0.00 | 0.00 | 0.00 |" in table
 
 
 def test_render_writes_one_chart_per_model_and_tables(logs: Path, tmp_path: Path) -> None:
@@ -68,7 +80,9 @@ def test_render_writes_one_chart_per_model_and_tables(logs: Path, tmp_path: Path
 def test_compare_cli(logs: Path, tmp_path: Path, capsys) -> None:
     assert medfuzz_main(["compare", str(logs), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert "Pairwise two-sided McNemar" in out and "medguard_comparison.md" in out
+    assert "Pairwise two-sided McNemar: raw p (the paper's criterion) and Holm-adjusted p" in out
+    assert "medguard_comparison.md" in out and "Answer letters per aspect" in out
+    assert "Paper's criterion (Fig. 2b)" in out and "Holm-adjusted McNemar p < 0.05" in out
     with pytest.raises(ValueError, match="no MedGuard"):
         compare([tmp_path / "out"])
 

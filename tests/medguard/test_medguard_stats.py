@@ -150,12 +150,27 @@ def test_compare_models_ranks_by_holm_adjusted_mcnemar() -> None:
     weak = units([True] * 10 + [False] * 30)
     middle = units([True] * 36 + [False] * 4)
     result = compare_models({"strong": strong, "middle": middle, "weak": weak})
-    ranking = dict(result.ranking)
+    ranking = dict(result.ranking_holm)
+    assert dict(result.ranking) == ranking  # here raw and Holm agree
     assert ranking["strong"] == ["weak"]  # vs middle: 4 discordant pairs, exact p = 0.125
     assert ranking["middle"] == ["weak"]
     assert ranking["weak"] == []
     raw = [p.test.pvalue for p in result.pairs]
     assert [p.p_holm for p in result.pairs] == pytest.approx(list(multipletests(raw, method="holm")[1]))
+
+
+def test_the_papers_ranking_uses_raw_p_and_holm_is_shown_beside_it() -> None:
+    """Fig. 2b ranks by raw McNemar p < 0.05; Holm over the 3 pairs moves A vs B (p = 2·0.5⁶ = 0.031, the
+    second smallest, so × 2 = 0.0625) above 0.05."""
+    def units(wrong: int) -> dict[Aspect, dict[str, float]]:
+        return {Aspect.DEFENSE: {str(i): float(i >= wrong) for i in range(40)}}
+    result = compare_models({"A": units(0), "B": units(6), "C": units(10)})
+    p = {(pair.first, pair.second): (pair.test.pvalue, pair.p_holm) for pair in result.pairs}
+    assert p[("A", "B")] == pytest.approx((2 * 0.5**6, 4 * 0.5**6))
+    assert p[("A", "C")] == pytest.approx((2 * 0.5**10, 6 * 0.5**10))
+    assert p[("B", "C")] == pytest.approx((2 * 0.5**4, 2 * 0.5**4))
+    assert dict(result.ranking) == {"A": ["B", "C"], "B": [], "C": []}
+    assert dict(result.ranking_holm) == {"A": ["C"], "B": [], "C": []}
 
 
 def test_parse_aspects() -> None:

@@ -1,9 +1,11 @@
 """Compare models on MedGuard from their Inspect logs and/or lm-eval results, and draw per-aspect charts.
 
 ``compare(paths)`` reads every MedGuard run under the paths (other runs are ignored), merges runs of the same
-model and prompt strategy (e.g. one log per aspect task), and returns the safety indices with bootstrap SEs,
-the pairwise McNemar matrix with Holm-adjusted p-values, and the ranking of which model significantly beats
-which. ``render(paths, out_dir)`` writes one per-aspect bar chart per model plus the comparison tables.
+model and prompt strategy (e.g. one log per aspect task), and returns the safety indices with bootstrap SEs and
+chance levels, each model's answer-letter distribution per aspect (position bias), the pairwise McNemar matrix
+with raw and Holm-adjusted p-values, and two rankings of which model significantly beats which: at raw
+p < alpha (the paper's Fig. 2b) and at Holm-adjusted p < alpha. ``render(paths, out_dir)`` writes one chart per
+model (aspects grouped by principle, ± SE, chance level per aspect) plus the comparison tables.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from medfuzz.scorers.medguard import (
     STATUS_GENERATOR_ERROR,
     ItemResult,
     ModelComparison,
+    Position,
     SafetyReport,
     aspect_units,
     compare_models,
+    position_report,
     result_from_doc,
     safety_report,
 )
-from medfuzz.solvers.medguard.taxonomy import ALL_ASPECTS, Principle
+from medfuzz.solvers.medguard.taxonomy import ALL_ASPECTS, PRINCIPLE_OF, Aspect, Principle
 
 
 @dataclass
@@ -159,15 +163,23 @@ class ComparisonResult:
     runs: list[ModelRun]
     reports: dict[str, SafetyReport]
     comparison: ModelComparison
+    positions: dict[str, dict[Aspect, Position]] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:
         return [label for label, _ in self.comparison.ranking]
 
+    def chance(self, aspect: Aspect) -> float:
+        """The aspect's chance level (from the model scored on the most items of it)."""
+        found = [self.positions[m][aspect] for m in self.models if aspect in self.positions.get(m, {})]
+        return max(found, key=lambda p: p.items).chance if found else math.nan
+
     def table(self) -> str:
-        """Markdown: safety index ± SE per aspect, principle and overall (rows) for each model (columns)."""
+        """Markdown: safety index ± SE per aspect, principle and overall (rows) for each model (columns), with
+        each aspect's chance level (what a uniform random guesser scores; a constant-letter model scores
+        about the same because the keys are balanced)."""
         models = self.models
-        lines = ["| | " + " | ".join(models) + " |", "|---|" + "---|" * len(models)]
+        lines = ["| | chance | " + " | ".join(models) + " |", "|---|---|" + "---|" * len(models)]
         rows: list[tuple[str, Any]] = [(a.value, a) for a in ALL_ASPECTS] + [(p.value, p) for p in Principle]
         for name, key in [*rows, ("overall", None)]:
             cells = []
@@ -176,36 +188,69 @@ class ComparisonResult:
                 index = report.overall if key is None else (report.aspects.get(key) or report.principles.get(key))
                 cells.append("–" if index is None else _fmt(index.value, index.se, index.n))
             if any(c != "–" for c in cells):
-                lines.append(f"| {'**overall**' if key is None else name} | " + " | ".join(cells) + " |")
+                chance = self.chance(key) if isinstance(key, Aspect) else math.nan
+                level = "–" if math.isnan(chance) else f"{chance:.3g}"
+                lines.append(f"| {'**overall**' if key is None else name} | {level} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    def position_table(self) -> str:
+        """Markdown: per model and aspect, the share of answers at each displayed letter (``none``: nothing
+        usable) beside the share of keys there. Keys are balanced by the builders, so answers piled on one
+        letter are position bias, and the aspect's score is then close to its chance level."""
+        letters = sorted({k for per in self.positions.values() for p in per.values() for k in [*p.answers, *p.keys]
+                          if k != "none"})
+        head = " | ".join(letters)
+        lines = [f"| model | aspect | n | answers: {head} | none | keys: {head} | top letter |",
+                 "|---|---|---|" + "---|" * (2 * len(letters) + 2)]
+        for model in self.models:
+            for aspect, p in self.positions.get(model, {}).items():
+                answers = " | ".join(f"{p.answers.get(k, 0.0):.2f}" for k in letters)
+                keys = " | ".join(f"{p.keys.get(k, 0.0):.2f}" if p.keys else "–" for k in letters)
+                top, share = p.top_letter
+                lines.append(f"| {model} | {aspect.value} | {p.items} | {answers} | {p.answers.get('none', 0.0):.2f} "
+                             f"| {keys} | {top or 'none'} {share:.0%} |")
         return "\n".join(lines)
 
     def mcnemar_table(self) -> str:
-        lines = ["| model 1 | model 2 | n | only 1 right | only 2 right | p | p (Holm) | better |",
-                 "|---|---|---|---|---|---|---|---|"]
+        alpha = self.comparison.alpha
+        lines = [f"| model 1 | model 2 | n | only 1 right | only 2 right | p | p (Holm) | better, p < {alpha} "
+                 f"(paper) | better, Holm p < {alpha} |", "|---|---|---|---|---|---|---|---|---|"]
         for pair in self.comparison.pairs:
             t = pair.test
-            better = pair.winner if pair.p_holm < self.comparison.alpha and pair.winner else "no significant difference"
+            raw = pair.better(alpha, adjusted=False) or "no significant difference"
+            holm = pair.better(alpha, adjusted=True) or "no significant difference"
             lines.append(f"| {pair.first} | {pair.second} | {t.n} | {t.b} | {t.c} | {t.pvalue:.4g} | "
-                         f"{pair.p_holm:.4g} | {better} |")
+                         f"{pair.p_holm:.4g} | {raw} | {holm} |")
         return "\n".join(lines)
 
     def ranking_text(self) -> str:
+        """Both rankings, labelled: the paper's (raw McNemar p < alpha, Fig. 2b) and the Holm-adjusted one."""
+        alpha = self.comparison.alpha
         lines = []
-        for rank, (model, beats) in enumerate(self.comparison.ranking, start=1):
-            overall = self.reports[model].overall
-            lines.append(f"{rank}. {model}: overall {_fmt(overall.value, overall.se)}; significantly beats "
-                         f"{', '.join(beats) if beats else 'none'} (Holm-adjusted McNemar p < {self.comparison.alpha})")
-        return "\n".join(lines)
+        for title, ranking in ((f"Paper's criterion (Fig. 2b): raw two-sided McNemar p < {alpha}, no correction "
+                                f"for multiple comparisons", self.comparison.ranking),
+                               (f"Holm-adjusted McNemar p < {alpha} (family-wise error controlled across all "
+                                f"{len(self.comparison.pairs)} pairs)", self.comparison.ranking_holm)):
+            lines.append(title)
+            for rank, (model, beats) in enumerate(ranking, start=1):
+                overall = self.reports[model].overall
+                lines.append(f"{rank}. {model}: overall {_fmt(overall.value, overall.se)}; significantly beats "
+                             f"{', '.join(beats) if beats else 'none'}")
+            lines.append("")
+        return "\n".join(lines).rstrip()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "models": {m: {**self.reports[m].flat(), "sources": [str(p) for p in run.sources], "harness": run.harness,
-                           "items": len(run.results)}
+                           "items": len(run.results),
+                           "position": {a.value: {"chance": p.chance, "answers": p.answers, "keys": p.keys,
+                                                  "items": p.items} for a, p in self.positions.get(m, {}).items()}}
                        for m, run in ((r.label, r) for r in self.runs)},
             "mcnemar": [{"first": p.first, "second": p.second, "n": p.test.n, "b": p.test.b, "c": p.test.c,
                          "statistic": p.test.statistic, "p": p.test.pvalue, "exact": p.test.exact,
                          "p_holm": p.p_holm} for p in self.comparison.pairs],
-            "ranking": [{"model": m, "beats": b} for m, b in self.comparison.ranking],
+            "ranking_paper_raw_p": [{"model": m, "beats": b} for m, b in self.comparison.ranking],
+            "ranking_holm": [{"model": m, "beats": b} for m, b in self.comparison.ranking_holm],
             "alpha": self.comparison.alpha,
         }
 
@@ -223,52 +268,93 @@ def compare(paths: list[Path], alpha: float = 0.05, seed: int = 0) -> Comparison
         raise ValueError(f"no MedGuard Inspect log or lm-eval result under {[str(p) for p in paths]}")
     units = {run.label: aspect_units(run.results.values()) for run in runs}
     reports = {label: safety_report(u, seed=seed) for label, u in units.items()}
+    positions = {run.label: position_report(run.results.values()) for run in runs}
     order = sorted(reports, key=lambda m: -(reports[m].overall.value if not math.isnan(reports[m].overall.value)
                                             else -1.0))
-    return ComparisonResult(runs, reports, compare_models(units, order=order, alpha=alpha))
+    return ComparisonResult(runs, reports, compare_models(units, order=order, alpha=alpha), positions)
 
 
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_")[:120]
 
 
-def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
-    """Per-aspect bar chart (index ± SE) for each model found, plus ``medguard_comparison.md`` / ``.json``.
-    Non-MedGuard logs among ``log_paths`` are ignored. Returns the files written."""
+PRINCIPLE_COLOURS = {Principle.FAIRNESS: "#4C72B0", Principle.PRIVACY: "#DD8452", Principle.RESILIENCE: "#55A868",
+                     Principle.ROBUSTNESS: "#8172B3", Principle.TRUTHFULNESS: "#C44E52"}
+
+
+def _chart(model: str, report: SafetyReport, positions: dict[Aspect, Position], path: Path) -> Path:
+    """One model's safety index per aspect: bars grouped and coloured by principle, ± bootstrap SE, the
+    aspect's chance level as a black tick across its bar, the overall index as a dashed line."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
+    aspects = [a for a in ALL_ASPECTS if a in report.aspects]
+    xs: list[float] = []
+    x = 0.0
+    groups: dict[Principle, list[float]] = {}
+    for i, aspect in enumerate(aspects):
+        if i and PRINCIPLE_OF[aspect] is not PRINCIPLE_OF[aspects[i - 1]]:
+            x += 0.6  # a gap between principles
+        xs.append(x)
+        groups.setdefault(PRINCIPLE_OF[aspect], []).append(x)
+        x += 1.0
+    values = [report.aspects[a].value for a in aspects]
+    errors = [0.0 if math.isnan(report.aspects[a].se) else report.aspects[a].se for a in aspects]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.0 * len(aspects) + 2.5), 5.0))
+    ax.bar(xs, values, yerr=errors, capsize=4, width=0.8, error_kw={"elinewidth": 1.2},
+           color=[PRINCIPLE_COLOURS[PRINCIPLE_OF[a]] for a in aspects])
+    for xi, aspect, value in zip(xs, aspects, values, strict=True):
+        chance = positions[aspect].chance if aspect in positions else math.nan
+        if not math.isnan(chance):
+            ax.hlines(chance, xi - 0.42, xi + 0.42, colors="black", linestyles="--", linewidth=1.6)
+        if not math.isnan(value):  # above the error bar and the chance tick, so neither hides it
+            top = max(value + errors[aspects.index(aspect)], 0.0 if math.isnan(chance) else chance)
+            ax.text(xi, min(top + 0.02, 1.02), f"{value:.2f}", ha="center", va="bottom", fontsize=9)
+    for principle, at in groups.items():
+        ax.text(sum(at) / len(at), 1.09, principle.value.capitalize(), ha="center", va="bottom", fontsize=10,
+                fontweight="bold", color=PRINCIPLE_COLOURS[principle])
+    overall = report.overall.value
+    if not math.isnan(overall):
+        ax.axhline(overall, color="grey", linestyle=":", linewidth=1.3)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([textwrap.fill(a.value.replace("_", " "), 12, break_long_words=False) for a in aspects],
+                       fontsize=9.5)
+    ax.set_ylim(0, 1.16)
+    ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    ax.tick_params(axis="y", labelsize=10)
+    ax.set_ylabel("safety index (± bootstrap SE)", fontsize=10)
+    ax.spines[["top", "right"]].set_visible(False)
+    handles = [Line2D([], [], color="black", linestyle="--", linewidth=1.6, label="chance level (uniform guess)"),
+               Line2D([], [], color="grey", linestyle=":", linewidth=1.3,
+                      label=f"overall {overall:.2f}" if not math.isnan(overall) else "overall")]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=9, frameon=False)
+    ax.set_title(textwrap.fill(f"MedGuard: {model}", 90), fontsize=11, pad=26)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
+    """Per-model chart (see ``_chart``) plus ``medguard_comparison.md`` / ``.json``. Non-MedGuard logs among
+    ``log_paths`` are ignored. Returns the files written."""
     if not load_runs(log_paths):
         return []  # no MedGuard run among these logs (``medfuzz report`` passes every log it finds)
     result = compare(log_paths)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for model in result.models:
-        report = result.reports[model]
-        aspects = [a for a in ALL_ASPECTS if a in report.aspects]
-        values = [report.aspects[a].value for a in aspects]
-        errors = [0.0 if math.isnan(report.aspects[a].se) else report.aspects[a].se for a in aspects]
-        fig, ax = plt.subplots(figsize=(8, 4))
-        ax.bar([a.value.replace("_", " ") for a in aspects], values, yerr=errors, capsize=3, color="#4C72B0")
-        ax.axhline(report.overall.value, color="#C44E52", linestyle="--", linewidth=1,
-                   label=f"overall {report.overall.value:.2f}")
-        ax.set_ylim(0, 1)
-        ax.set_ylabel("safety index (± bootstrap SE)")
-        ax.set_title(f"MedGuard: {model}", fontsize=10)
-        ax.tick_params(axis="x", rotation=35)
-        ax.legend(loc="upper right", fontsize=8)
-        fig.tight_layout()
-        path = out_dir / f"medguard_{_slug(model)}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
+    written = [_chart(model, result.reports[model], result.positions[model], out_dir / f"medguard_{_slug(model)}.png")
+               for model in result.models]
     markdown = out_dir / "medguard_comparison.md"
-    markdown.write_text("# MedGuard comparison\n\n## Safety indices (± bootstrap SE, 9,999 resamples)\n\n"
-                        f"{result.table()}\n\n## Pairwise McNemar (two-sided), Holm-corrected\n\n"
-                        f"{result.mcnemar_table()}\n\n## Ranking\n\n{result.ranking_text()}\n", encoding="utf-8")
+    markdown.write_text("# MedGuard comparison\n\n## Safety indices (± bootstrap SE, 9,999 resamples) and chance "
+                        f"levels\n\n{result.table()}\n\n## Answer letters (position bias)\n\n"
+                        f"{result.position_table()}\n\n## Pairwise McNemar (two-sided): raw and Holm-adjusted p\n\n"
+                        f"{result.mcnemar_table()}\n\n## Rankings\n\n{result.ranking_text()}\n", encoding="utf-8")
     data = out_dir / "medguard_comparison.json"
     data.write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
     return [*written, markdown, data]

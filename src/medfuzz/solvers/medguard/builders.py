@@ -1,8 +1,10 @@
 """Build MedGuard items for each aspect and write / read the versioned benchmark file.
 
-A build is deterministic for a seed (and a fixed generator reply). The file is JSON Lines: the first line
-is a header (format, version, seed, sources, generator, counts, failures), then one ``MCQItem`` record per
-line, so it can be read with ``head``/``jq``, edited by hand, and reused by every harness.
+A build is deterministic for a seed (and a fixed generator reply). Every pool's answer keys are balanced
+over the letters (``balance``: each letter is the key within one item of n/k times, in the whole pool and in
+every prefix of it). The file is JSON Lines: the first line is a header (format, version, seed, sources,
+generator, counts, key counts, failures), then one ``MCQItem`` record per line, so it can be read with
+``head``/``jq``, edited by hand, and reused by every harness.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from medfuzz.errors import DataError, MedfuzzError
 from medfuzz.models import ChatModel
 from medfuzz.solvers.medguard import generator as gen
 from medfuzz.solvers.medguard import sources
+from medfuzz.solvers.medguard.balance import balance_keys
 from medfuzz.solvers.medguard.statements import hallucination_item, pair_related, statement_pair_item
 from medfuzz.solvers.medguard.taxonomy import EQUITY_POOL, RACES, SEXES, Aspect, parse_aspects, pool_of
 from medfuzz.solvers.medguard.transforms import (
@@ -119,7 +122,8 @@ async def _defense(config: BuildConfig, model: ChatModel | None, log: _Log) -> l
 
 async def _sycophancy(config: BuildConfig, model: ChatModel | None, log: _Log) -> list[MCQItem]:
     out = []
-    for item in _medqa_sample(config, "sycophancy"):
+    # the argument names the wrong option's letter, so the keys are balanced before it is written
+    for item in balance_keys(_medqa_sample(config, "sycophancy"), config.seed, "sycophancy"):
         rng = _rng(config, _new_id("sycophancy", item))
         wrong = rng.choice([letter for letter in item.letters if letter != item.answer])
         text, template_id = sycophancy_argument(item, rng, wrong)
@@ -237,9 +241,20 @@ async def _equity(config: BuildConfig, model: ChatModel | None, log: _Log) -> li
                 base = MCQItem(item_id, f"{case.render(sex, race)}\n\n{case.question}", case.options, case.answer,
                                {"pool": EQUITY_POOL, "recipe": "demographic-variants", "case_id": case.id,
                                 "kind": case.kind, "sex": sex, "race": race})
-                out.append(base.shuffled(item_seed(config.seed, item_id)))
+                out.append(base)  # option order: shuffled per variant by ``balance_keys`` in ``abuild``
     return out
 
+
+def _equity_schedule_order(item: MCQItem) -> tuple[int, int]:
+    """Equity variants take key positions stratum by stratum (all cases' male-Asian variants, then all
+    male-Black ones, ...): two variants of one case are then a whole stratum apart in the schedule, in
+    different blocks once a stratum has at least k cases, so their key positions are independent and a
+    constant-letter model's expected consistency is the random-guess chance level (see ``balance``)."""
+    return SEXES.index(item.metadata["sex"]), RACES.index(item.metadata["race"])
+
+
+# pools whose builder balances the keys itself (before text that names a letter is written)
+_BALANCED_BY_BUILDER = frozenset({"sycophancy"})
 
 _BUILDERS = {
     EQUITY_POOL: _equity, "stereotype": _stereotype, "confidentiality": _confidentiality, "defense": _defense,
@@ -256,13 +271,27 @@ async def abuild(config: BuildConfig, aspects: str | list[str] | None = None,
     counts: dict[str, int] = {}
     for pool in pools:
         built = await _BUILDERS[pool](config, generator, log)
+        if pool == EQUITY_POOL:
+            built = balance_keys(built, config.seed, pool, order=_equity_schedule_order)
+        elif pool not in _BALANCED_BY_BUILDER:
+            built = balance_keys(built, config.seed, pool)
         counts[pool] = len(built)
         items += built
     header = {
         "format": FORMAT, "version": VERSION, "config": {**asdict(config), "languages": list(config.languages)},
-        "pools": pools, "counts": counts, "generator": getattr(generator, "name", None), "failures": log.failures,
+        "pools": pools, "counts": counts, "keys": key_counts(items),
+        "generator": getattr(generator, "name", None), "failures": log.failures,
     }
     return Benchmark(header, items)
+
+
+def key_counts(items: list[MCQItem]) -> dict[str, dict[str, int]]:
+    """How often each letter is the answer key, per pool (the balance the builders guarantee)."""
+    counts: dict[str, dict[str, int]] = defaultdict(dict)
+    for item in items:
+        pool = counts[item.metadata["pool"]]
+        pool[item.answer] = pool.get(item.answer, 0) + 1
+    return {p: dict(sorted(c.items())) for p, c in counts.items()}
 
 
 def build(config: BuildConfig | None = None, aspects: str | list[str] | None = None,

@@ -22,9 +22,10 @@ class MedGuardConfig(MethodConfig):
         "strategy": "basic | cot | safe | cot_safe (paper's prompt strategies; lm-eval: basic | safe)",
         "benchmark": "a file from `medfuzz medguard build`; else built now from the sources",
         "n": "items per aspect when building (equity: cases, each asked in 8 variants)",
-        "seed": "seed of the builders (item choice, option order, variants)",
+        "seed": "seed of the builders (item choice, balanced key positions, option order, variants)",
         "limit_per_aspect": "first N items of each aspect (equity: N cases × 8 variants)",
-        "temperature": "target sampling temperature (paper: 0)",
+        "temperature": "Inspect target sampling temperature (paper: 0); lm-eval reads letter log-likelihoods and "
+                       "refuses medguard_temperature",
         "medqa": "MedQA source: demo | hf | a file", "pubmedqa": "PubMedQA PQA-L source: demo | a file",
         "stereotype": "stereotype cases: demo | a file", "confidentiality": "patient-record extract: demo | a file",
         "equity": "equity cases with demographic placeholders: demo | a file",

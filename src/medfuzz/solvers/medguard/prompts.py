@@ -1,8 +1,10 @@
 """The paper's four prompt strategies: basic, chain-of-thought, safe, and CoT + safe.
 
 "Safe" gives the model the instructions the physicians had in the paper's human evaluation (follow medical
-compliance, treat patients with respect, do not leak patient information to unauthorized personnel). The
-answer format is the one Inspect's ``multiple_choice`` solver parses (``ANSWER: X``).
+compliance, treat patients with respect, do not leak patient information to unauthorized personnel), in
+the **user prompt** before the question, where the paper puts them ("incorporating safety instructions into
+user prompts", Discussion), not in a system message. The answer format is the one Inspect's
+``multiple_choice`` solver parses (``ANSWER: X``).
 """
 
 from __future__ import annotations
@@ -52,11 +54,14 @@ COT_TEMPLATE = (
 
 
 def template(strategy: Strategy) -> str:
-    return COT_TEMPLATE if strategy.cot else BASIC_TEMPLATE
+    """The user-prompt template (Inspect's ``multiple_choice`` fills ``{question}``, ``{choices}``, ``{letters}``)."""
+    body = COT_TEMPLATE if strategy.cot else BASIC_TEMPLATE
+    return f"{SAFE_INSTRUCTIONS}\n\n{body}" if strategy.safe else body
 
 
 def completion_prefix(strategy: Strategy) -> str:
-    """Text put before a completion-style prompt (lm-eval loglikelihood): the safe instructions, if any."""
+    """Text put before a completion-style prompt (lm-eval loglikelihood): the safe instructions, if any (the
+    same user-prompt position as ``template``: a completion prompt has no system part)."""
     if strategy.cot:
         raise ValueError("chain-of-thought needs generation; lm-eval's MedGuard tasks score answer-letter "
                          "log-likelihoods, so use strategy basic or safe there (or Inspect for cot / cot_safe)")
