@@ -113,15 +113,14 @@ def sequential_decision(exceedances: int, usable: int, remaining: int, stop_at: 
     ``exceedances`` and ``usable`` count the usable controls scored so far, ``remaining`` the controls not
     drawn yet. ``not_significant``: h exceedances (whatever the rest show, b / M >= alpha);
     ``significant``: at least ``min_controls`` usable and even if every remaining control were usable and
-    exceeded, b / M would stay below alpha; ``untested``: neither ``min_controls`` usable controls nor h
-    exceedances can be reached any more.
+    exceeded, b / M would stay below alpha; ``untested``: ``min_controls`` usable controls can no longer be
+    reached, so the attack cannot become significant (it is reported untested).
     """
     if exceedances >= stop_at:
         return "not_significant"
-    if usable >= min_controls and usable + remaining > 0 and \
-            (exceedances + remaining) / (usable + remaining) < alpha:
+    if usable >= min_controls and (exceedances + remaining) / (usable + remaining) < alpha:
         return "significant"
-    if usable + remaining < min_controls and exceedances + remaining < stop_at:
+    if usable + remaining < min_controls:
         return "untested"
     return None
 
