@@ -38,7 +38,8 @@ def differences(expected: Any, actual: Any, path: str = "$") -> list[str]:
         return [d for i, (e, a) in enumerate(zip(expected, actual, strict=True))
                 for d in differences(e, a, f"{path}[{i}]")]
     if isinstance(expected, float) and isinstance(actual, float):
-        return [] if math.isclose(expected, actual, rel_tol=1e-9, abs_tol=1e-12) else [f"{path}: {actual} != {expected}"]
+        close = math.isclose(expected, actual, rel_tol=1e-9, abs_tol=1e-12)
+        return [] if close else [f"{path}: {actual} != {expected}"]
     return [] if expected == actual and type(expected) is type(actual) else [f"{path}: {actual!r} != {expected!r}"]
 
 

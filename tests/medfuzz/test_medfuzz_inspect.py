@@ -136,11 +136,17 @@ def test_report_from_the_log(medqa_file, tmp_path):
     other = tmp_path / "not_a_log.json"
     other.write_text("{}")
     written = render([Path(log.location), other], tmp_path / "report")
-    assert [p.name for p in written] == ["medfuzz_attacks.csv", "medfuzz_attacks.html",
+    assert [p.name for p in written] == ["medfuzz_attacks.csv", "medfuzz_summary.csv", "medfuzz_attacks.html",
                                          "medfuzz_accuracy_vs_attempts.csv", "medfuzz_accuracy_vs_attempts.png"]
     import csv
 
+    [summary] = list(csv.DictReader(written[1].open()))
+    assert summary["post_attack_accuracy"] == summary["post_attack_accuracy_upper"] == "0"
+    assert summary["attacker_is_target"] == "False" and summary["items"] == "2" and summary["untested"] == "0"
+    assert float(summary["target_calls_per_pvalue"]) > 0 and summary["misses_some_rate"]
+    written.pop(1)
     rows = list(csv.DictReader(written[0].open()))
+    assert {r["status"] for r in rows} == {"tested"}
     assert len(rows) == 2 and {r["turn"] for r in rows} == {"1"}
     assert rows[0]["added_text"] == "The patient enjoys clue1."
     assert [r["rank"] for r in rows] == ["1", "2"] and float(rows[0]["p_value"]) <= float(rows[1]["p_value"])

@@ -184,7 +184,8 @@ async def test_request_cache_replays_identical_requests_but_not_errors():
 
 async def test_repeated_control_text_is_paid_once():
     same = item_text(ITEM.question + " The patient enjoys knit01.")
-    attacker = Attacker(controls=lambda n: same if n <= 2 else item_text(ITEM.question + f" The patient enjoys knit{n}."))
+    other = item_text(ITEM.question + " The patient enjoys knit03.")
+    attacker = Attacker(controls=lambda n: same if n <= 2 else other)
     result = await engine_for(attacker, controls=3, controls_policy="fixed").run_item(ITEM)
     sig = result.replicates[0].significance
     assert [c.p_hat for c in sig.controls] == pytest.approx([0.88] * 3)

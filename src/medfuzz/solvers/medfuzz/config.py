@@ -34,7 +34,8 @@ class MedFuzzConfig:
         "control_batch": "controls generated and scored per step of the sequential test",
         "min_controls": "usable controls needed for a p-value (default: ceil(0.8 M)); fewer: the attack is "
                         "untested, never significant",
-        "option_orders": "draws (random option order + exemplars) averaged in each p-hat",
+        "option_orders": "draws (random option order + exemplars; made per item, shared by its replicates) "
+                         "averaged in each p-hat",
         "pvalue_prompt": "dialog: the full target dialog per draw | direct: the letter only (cheaper)",
         "pack": "assumption pack: a bundled name or a YAML path",
         "faithfulness": "lexical | judge (the judge model role)",
