@@ -119,8 +119,8 @@ def parameter_table(cls: type, docs: Mapping[str, str] | None = None) -> str:
             continue
         kind = getattr(hints[f.name], "__name__", str(hints[f.name])).replace("typing.", "")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        # a bare "|" (``int | None``, "a | b" in a description) would split the Markdown cell
         cells = [f"`{f.name}`", kind, f"`{default!r}`", docs.get(f.name, "")]
-        # a "|" inside a cell (``int | None``) would split the Markdown row
         rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(rows)
 

@@ -88,6 +88,7 @@ def test_lm_eval_medfuzz_medqa_attacks_then_evaluates(local_server, one_item, tm
     [results_file] = list(out.rglob("results_*.json"))
     results = json.loads(results_file.read_text())["results"]["medfuzz_medqa"]
     assert results["clean_acc,none"] in (0.0, 1.0) and results["attacked_acc,none"] in (0.0, 1.0)
+    assert results["flip_rate,none"] in (0.0, 1.0) or results["flip_rate,none"] != results["flip_rate,none"]
     [samples_file] = list(out.rglob("samples_medfuzz_medqa_*.jsonl"))
     [sample] = [json.loads(line) for line in samples_file.read_text().splitlines()]
     assert sample["doc"]["original_question"] != sample["doc"]["fuzzed_question"]

@@ -216,7 +216,7 @@ async def test_exemplars_reach_the_target_prompt(fixtures):
 async def test_user_pack_reaches_the_attacker(tmp_path):
     pack = tmp_path / "p.yaml"
     pack.write_text("name: p\nassumption: a\ndefinitions: DEFS-XYZ\ngoal: GOAL-XYZ\nconstraints: RULES-XYZ\n"
-                    "examples: EX-XYZ\nreminder: REMIND-XYZ\nadded_kind: widgets\n")
+                    "examples: EX-XYZ\nreminder: REMIND-XYZ\nadded_kind: widgets\ncontrol_constraints: CTRL-XYZ\n")
     t, a = models(Target(), Attacker())
     result = await MedFuzzEngine(t, a, MedFuzzConfig(turns=2, replicates=1, controls=0, exemplars=0),
                                  pack=str(pack)).run_item(ITEM)

@@ -91,8 +91,11 @@ def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
     sig = story["significance"]
     assert (sig["p0"], sig["pa"]) == (pytest.approx(0.9), pytest.approx(0.2)) and len(sig["controls"]) == 3
     # the p-value in the log is Algorithm 2 on the p-hats in the log (hand-checked in test_medfuzz_significance)
-    expected = permutation_p_value(sig["p0"], sig["pa"], [c["p_hat"] for c in sig["controls"]]).p_value
-    assert story["p_value"] == pytest.approx(expected) and story["permutation"]["controls"] == 3
+    # (sequential policy: h = 1 exceedance of 3 controls stops the test; Besag-Clifford p = 1 / l)
+    assert sig["policy"] == "sequential" and sig["stop_at"] == 1
+    expected = permutation_p_value(sig["p0"], sig["pa"], [c["p_hat"] for c in sig["controls"]], stop_at=1).p_value
+    assert story["p_value"] == pytest.approx(expected) and story["permutation"]["controls"] == 2
+    assert story["permutation"]["scored"] == 3 and story["untested"] is None
     assert len(score.metadata["p_values"]) == 2
     assert story["usage"]["attacker"]["calls"] > 0 and story["usage"]["target_significance"]["calls"] == 10
     from statsmodels.stats.multitest import multipletests
@@ -102,6 +105,23 @@ def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
     for name, method in (("medfuzz_significant_holm", "holm"), ("medfuzz_significant_bh", "fdr_bh")):
         assert metrics[name] == sum(multipletests(all_p, method=method)[1] < 0.05)
     assert not math.isnan(metrics["medfuzz_unfaithful_rate"])
+    assert metrics["medfuzz_misses_some_rate"] >= metrics["medfuzz_unfaithful_rate"]
+    assert metrics["medfuzz_post_attack_acc_upper"] == 0.0 and metrics["medfuzz_attack_error_share"] == 0.0
+    assert metrics["medfuzz_untested_attacks"] == 0.0
+    # costs: per item (2 items), per success (4), per p-value (4 tests); p-hat of the original once per item
+    scores = [s.scores["medfuzz_scorer"] for s in log.samples]
+    target_calls = sum(v for sc in scores for r in sc.metadata["replicates"]
+                       for role, u in r["usage"].items() if role.startswith("target") for v in [u["calls"]])
+    assert metrics["medfuzz_target_calls_per_item"] == target_calls / 2
+    assert metrics["medfuzz_target_calls_per_success"] == target_calls / 4
+    # direct p-hats, 2 orders, per item: p0 once (2), the attack once (2: both replicates wrote the same
+    # attack, so the second one's requests are served from the request cache) and 2 x 3 controls (12)
+    assert metrics["medfuzz_target_calls_per_pvalue"] == 2 * (2 + 2 + 12) / 4
+    assert score.metadata["cache_hits"] == {"target_significance": 2}
+    assert metrics["medfuzz_attacker_calls_per_pvalue"] == 3.0 and metrics["medfuzz_controls_per_pvalue"] == 3.0
+    assert [r["significance"]["p0_shared"] for r in score.metadata["replicates"]] == [False, True]
+    # a separate attacker role: recorded as such
+    assert score.metadata["config"]["attacker_is_target"] is False and sample.metadata["attacker_is_target"] is False
 
 
 def test_report_from_the_log(medqa_file, tmp_path):
@@ -116,11 +136,17 @@ def test_report_from_the_log(medqa_file, tmp_path):
     other = tmp_path / "not_a_log.json"
     other.write_text("{}")
     written = render([Path(log.location), other], tmp_path / "report")
-    assert [p.name for p in written] == ["medfuzz_attacks.csv", "medfuzz_attacks.html",
+    assert [p.name for p in written] == ["medfuzz_attacks.csv", "medfuzz_summary.csv", "medfuzz_attacks.html",
                                          "medfuzz_accuracy_vs_attempts.csv", "medfuzz_accuracy_vs_attempts.png"]
     import csv
 
+    [summary] = list(csv.DictReader(written[1].open()))
+    assert summary["post_attack_accuracy"] == summary["post_attack_accuracy_upper"] == "0"
+    assert summary["attacker_is_target"] == "False" and summary["items"] == "2" and summary["untested"] == "0"
+    assert float(summary["target_calls_per_pvalue"]) > 0 and summary["misses_some_rate"]
+    written.pop(1)
     rows = list(csv.DictReader(written[0].open()))
+    assert {r["status"] for r in rows} == {"tested"}
     assert len(rows) == 2 and {r["turn"] for r in rows} == {"1"}
     assert rows[0]["added_text"] == "The patient enjoys clue1."
     assert [r["rank"] for r in rows] == ["1", "2"] and float(rows[0]["p_value"]) <= float(rows[1]["p_value"])

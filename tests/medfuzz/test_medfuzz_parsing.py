@@ -109,8 +109,14 @@ def test_packs_load_and_validate(tmp_path):
     assert pack.name == "patient_characteristics" and "stereotypes" in pack.constraints
     own = tmp_path / "mine.yaml"
     own.write_text("name: mine\nassumption: a\ndefinitions: b\ngoal: c\nconstraints: d\nexamples: e\n"
-                   "reminder: f\nadded_kind: g\n")
+                   "reminder: f\nadded_kind: g\ncontrol_constraints: h\n")
     assert load_pack(own).added_kind == "g" and load_pack(str(own)).source == str(own)
+    assert load_pack(own).control_constraints == "h"
+    # a pack without control constraints is refused by name (the control prompt needs them)
+    old = tmp_path / "old.yaml"
+    old.write_text(own.read_text().replace("control_constraints: h\n", ""))
+    with pytest.raises(MedfuzzError, match="control_constraints"):
+        load_pack(old)
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: x\ngoal: y\n")
     with pytest.raises(MedfuzzError, match="missing or empty"):

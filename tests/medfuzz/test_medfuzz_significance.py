@@ -5,11 +5,21 @@ from __future__ import annotations
 import pytest
 
 from medfuzz.models import UsageLedger
+from medfuzz.options import ConfigError
 from medfuzz.scorers.medfuzz import score_item
 from medfuzz.scorers.stats import adjust, permutation_p_value
+from medfuzz.solvers.medfuzz import prompts
 from medfuzz.solvers.medfuzz.controls import TARGET_ROLE, estimate_p, generate_control, make_draws
 from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
-from medfuzz.solvers.medfuzz.results import Outcome
+from medfuzz.solvers.medfuzz.prompts import load_pack
+from medfuzz.solvers.medfuzz.results import (
+    ControlFuzz,
+    ItemResult,
+    Outcome,
+    ReplicateResult,
+    Significance,
+    Turn,
+)
 from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, item_text, models, probability_table
 
 # ------------------------------------------------------------------------------------ permutation test
@@ -148,7 +158,8 @@ async def test_control_fuzz_given_up_after_its_tries():
 @pytest.mark.parametrize("prompt, per_draw", [("dialog", 3), ("direct", 1)])
 async def test_successful_attack_gets_a_p_value(prompt, per_draw):
     target = Target(weak_spots=("clue1",), probabilities=probability_table)
-    engine = engine_for(target, Attacker(), controls=3, option_orders=2, pvalue_prompt=prompt)
+    engine = engine_for(target, Attacker(), controls=3, option_orders=2, pvalue_prompt=prompt,
+                        controls_policy="fixed")
     result = await engine.run_item(ITEM)
     r = result.replicates[0]
     assert r.outcome is Outcome.SUCCESS
@@ -182,3 +193,78 @@ async def test_significance_without_usable_controls_reports_why():
     assert sig.controls == [] and sig.error == "no usable control fuzz" and len(sig.controls_rejected) == 2
     scored = await score_item(result, turns=1, pack=engine.pack)
     assert scored.evidence[0].p_value is None and scored.value["tested"] == 0
+
+
+# ------------------------------------------------------------------------------------ too few controls
+
+
+def significance(p0: float, pa: float, p_hats: list[float | None], requested: int = 30, **kw) -> Significance:
+    controls = [ControlFuzz(question=f"c{i}", added_words=4, p_hat=p, index=i) for i, p in enumerate(p_hats)]
+    return Significance(p0=p0, pa=pa, controls=controls, controls_requested=requested, **kw)
+
+
+def success_with(sig: Significance) -> ItemResult:
+    r = ReplicateResult(item_id=ITEM.id, replicate=0, seed=0, outcome=Outcome.SUCCESS, success_turn=1,
+                        turns=[Turn(index=1, question=ITEM.question + " x")], significance=sig)
+    return ItemResult(item=ITEM, replicates=[r])
+
+
+def test_min_controls_default_and_validation():
+    assert MedFuzzConfig(controls=30).min_usable_controls == 24  # ceil(0.8 * 30)
+    assert MedFuzzConfig(controls=3).min_usable_controls == 3 and MedFuzzConfig(controls=7).min_usable_controls == 6
+    assert MedFuzzConfig(controls=30, min_controls=10).min_usable_controls == 10
+    with pytest.raises(ConfigError, match="min_controls"):
+        MedFuzzConfig(controls=30, min_controls=31)
+    with pytest.raises(ConfigError, match="min_controls"):
+        MedFuzzConfig.from_options(min_controls="0")
+
+
+async def test_one_usable_control_of_thirty_is_untested_not_significant():
+    # before the fix: p = 0 / 1 = 0 from a single usable control, significant even after Holm
+    sig = significance(0.9, 0.1, [0.85] + [None] * 29, min_controls=24)
+    raw = permutation_p_value(sig.p0, sig.pa, [c.p_hat for c in sig.controls])
+    assert raw.p_value == 0.0 and raw.controls == 1
+    scored = await score_item(success_with(sig), turns=1, pack=load_pack())
+    ev = scored.evidence[0]
+    assert ev.p_value is None and ev.untested == "too few controls: 1 usable of 30, need 24"
+    assert ev.permutation["p_value"] == 0.0  # kept as evidence only
+    assert scored.value["untested"] == 1 and scored.value["tested"] == 0 and scored.value["significant"] == 0
+    assert scored.p_values == [None] and adjust(scored.p_values, "holm") == [None]  # not in the family
+    # at the threshold it is tested again
+    enough = significance(0.9, 0.1, [0.85] * 24 + [None] * 6, min_controls=24)
+    assert (await score_item(success_with(enough), turns=1, pack=load_pack())).evidence[0].p_value == 0.0
+
+
+async def test_few_controls_that_already_decide_non_significance_are_tested():
+    # h = 2 exceedances of 30 make b / M >= 0.05 whatever the other controls show: a decided test
+    sig = significance(0.9, 0.6, [0.1, 0.2] + [None] * 28, min_controls=24)
+    ev = (await score_item(success_with(sig), turns=1, pack=load_pack())).evidence[0]
+    assert ev.untested is None and ev.p_value == 1.0
+    one = significance(0.9, 0.6, [0.1] + [None] * 29, min_controls=24)
+    assert (await score_item(success_with(one), turns=1, pack=load_pack())).evidence[0].untested
+
+
+async def test_engine_marks_an_attack_with_too_few_controls_untested():
+    replies = {1: item_text(ITEM.question + " The patient enjoys knitting1.")}
+    target = Target(weak_spots=("clue1",), probabilities=probability_table)
+    engine = engine_for(target, Attacker(controls=lambda n: replies.get(n, "nonsense")), controls=5,
+                        control_tries=1, controls_policy="fixed")
+    result = await engine.run_item(ITEM)
+    sig = result.replicates[0].significance
+    assert len(sig.controls) == 1 and sig.min_controls == 4
+    scored = await score_item(result, turns=1, pack=engine.pack)
+    assert scored.evidence[0].untested.startswith("too few controls: 1 usable of 5")
+    assert scored.value["untested"] == 1 and scored.value["tested"] == 0
+
+
+# ------------------------------------------------------------------------------------- control prompt
+
+
+def test_control_prompt_carries_the_attack_goal_constraints_and_control_rules():
+    pack = load_pack()
+    text = prompts.control_fuzz(pack, ITEM, fuzzed_item(), 4)
+    assert pack.goal in text and pack.constraints in text and pack.control_constraints in text
+    assert pack.definitions in text and "(4 added words)" in text and "topically and semantically different" in text
+    assert "NBME" in pack.control_constraints and "stereotypes" in pack.control_constraints
+    other = load_pack("prior_opinion")
+    assert other.control_constraints and other.control_constraints in prompts.control_fuzz(other, ITEM, ITEM, 3)

@@ -5,7 +5,11 @@
 - ``medfuzz_attacks.csv`` / ``medfuzz_attacks.html``: every successful attack, ranked by p-value (untested
   last) then by the drop in the target's confidence in the correct answer, with the text the attacker added
   highlighted, the target's reasoning, the faithfulness verdict and Holm / BH-adjusted p-values (family: the
-  tested attacks of the same log);
+  tested attacks of the same log); untested attacks (too few usable controls) say why in ``status``;
+- ``medfuzz_summary.csv``: per run, clean and post-attack accuracy (the paper's estimate and the upper
+  bound that counts attack-phase LLM errors as correct, with the dropped shares), ASR, tested / untested /
+  significant attacks, faithfulness rates, calls per item / success / p-value, and whether the target was
+  its own attacker;
 - ``medfuzz_accuracy_vs_attempts.png`` (+ ``.csv``): accuracy after k = 0..K attempts, one line per model.
 """
 
@@ -16,12 +20,12 @@ import html
 from pathlib import Path
 from typing import Any
 
-from medfuzz.scorers.medfuzz import totals
+from medfuzz.scorers.medfuzz import ALPHA, totals
 from medfuzz.scorers.stats import adjust
 from medfuzz.solvers.medfuzz.parsing import word_opcodes
 
-TASKS = ("medfuzz_medqa", "medfuzz_medmcqa")
-COLUMNS = ["rank", "model", "attacker", "task", "item_id", "replicate", "turn", "p_value", "p_holm", "p_bh",
+TASKS = ("medfuzz", "medfuzz_medqa", "medfuzz_medmcqa")
+COLUMNS = ["rank", "model", "attacker", "task", "item_id", "replicate", "turn", "status", "p_value", "p_holm", "p_bh",
            "controls", "confidence_drop", "p_hat_drop", "faithfulness", "correct_answer", "target_answer",
            "added_text", "plan", "target_reasoning", "original_question", "fuzzed_question", "log"]
 
@@ -55,6 +59,14 @@ def highlight(original: str, fuzzed: str) -> str:
     return " ".join(parts)
 
 
+SUMMARY = ["run", "attacker", "attacker_is_target", "items", "clean_accuracy", "post_attack_accuracy",
+           "post_attack_accuracy_upper", "llm_error_rate", "attack_error_share", "attack_success_rate", "tested",
+           "untested", "significant_holm", "significant_bh", "unfaithful_rate", "misses_some_rate",
+           "target_calls_per_item", "attacker_calls_per_item", "target_calls_per_success",
+           "attacker_calls_per_success", "target_calls_per_pvalue", "attacker_calls_per_pvalue",
+           "controls_per_pvalue"]
+
+
 def _attacker(log: Any) -> str:
     roles = getattr(log.eval, "model_roles", None) or {}
     role = roles.get("attacker")
@@ -63,14 +75,26 @@ def _attacker(log: Any) -> str:
     return getattr(role, "model", None) or f"{log.eval.model} (self)"
 
 
-def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float], str]:
-    """Successful attacks of one log, its accuracy-after-k curve and its model name."""
-    rows, values = [], []
+def summary_of(log: Any, values: list[dict[str, Any]], rows: list[dict[str, Any]], self_attack: set[Any],
+               turns: int) -> dict[str, Any]:
+    """One ``medfuzz_summary.csv`` row: the pooled statistics of a log."""
+    pooled = totals(values, turns)
+    return {"run": f"{log.eval.model} · {log.eval.task.split('/')[-1]}", "attacker": _attacker(log),
+            "attacker_is_target": next(iter(self_attack)) if len(self_attack) == 1 else "mixed",
+            "items": len(values), **{k: pooled[k] for k in SUMMARY if k in pooled},
+            "significant_holm": sum(r["p_holm"] is not None and r["p_holm"] < ALPHA for r in rows),
+            "significant_bh": sum(r["p_bh"] is not None and r["p_bh"] < ALPHA for r in rows)}
+
+
+def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float], str, dict[str, Any] | None]:
+    """Successful attacks of one log, its accuracy-after-k curve, its model name and its summary row."""
+    rows, values, self_attack = [], [], set()
     for sample in log.samples or []:
         score = (sample.scores or {}).get("medfuzz_scorer")
         if score is None or not isinstance(score.value, dict):
             continue
         values.append(score.value)
+        self_attack.add(((score.metadata or {}).get("config") or {}).get("attacker_is_target"))
         item = (score.metadata or {}).get("item", {})
         answer = item.get("answer")
         for story in (score.metadata or {}).get("replicates", []):
@@ -83,6 +107,8 @@ def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float],
             rows.append({
                 "model": log.eval.model, "attacker": _attacker(log), "task": log.eval.task,
                 "item_id": item.get("id"), "replicate": story.get("replicate"), "turn": story.get("success_turn"),
+                "status": (f"untested: {story['untested']}" if story.get("untested") else
+                           "tested" if story.get("p_value") is not None else "no significance test"),
                 "p_value": story.get("p_value"), "controls": permutation.get("controls"),
                 "confidence_drop": story.get("confidence_drop"), "p_hat_drop": story.get("p_hat_drop"),
                 "faithfulness": faith.get("verdict"), "correct_answer": answer,
@@ -97,7 +123,8 @@ def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float],
     turns = max((int(k.rsplit("_", 1)[1]) for v in values for k in v if k.startswith("correct_after_")), default=0)
     pooled = totals(values, turns) if values else {}
     curve = [pooled[f"accuracy_after_{k}"] for k in range(turns + 1)] if values else []
-    return rows, curve, log.eval.model
+    summary = summary_of(log, values, rows, self_attack, turns) if values else None
+    return rows, curve, log.eval.model, summary
 
 
 def _rank_key(row: dict[str, Any]) -> tuple:
@@ -117,7 +144,7 @@ def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
     for row in rows:
         meta = (f"#{row['rank']} · {html.escape(str(row['model']))} attacked by {html.escape(str(row['attacker']))}"
                 f" · item {html.escape(str(row['item_id']))}, replicate {row['replicate']}, turn {row['turn']}")
-        stats = (f"p = {_fmt(row['p_value']) or 'not tested'} (Holm {_fmt(row['p_holm']) or '-'}, "
+        stats = (f"p = {_fmt(row['p_value']) or row['status']} (Holm {_fmt(row['p_holm']) or '-'}, "
                  f"BH {_fmt(row['p_bh']) or '-'}, {row['controls'] or 0} controls) · confidence drop "
                  f"{_fmt(row['confidence_drop']) or '?'} · p̂ drop {_fmt(row['p_hat_drop']) or '?'} · "
                  f"reasoning mentions {row['faithfulness'] or '?'} of the added text · answer "
@@ -161,12 +188,15 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
     """Write the MedFuzz case-study tables and the accuracy-vs-attempts plot; return the files written."""
     rows: list[dict[str, Any]] = []
     curves: list[tuple[str, list[float]]] = []
+    summaries: list[dict[str, Any]] = []
     for path in log_paths:
         log = _read(Path(path))
         if log is None:
             continue
-        found, curve, model = attacks_of(log, Path(path))
+        found, curve, model, summary = attacks_of(log, Path(path))
         rows += found
+        if summary is not None:
+            summaries.append(summary)
         if curve:
             curves.append((f"{model} · {log.eval.task.split('/')[-1]}", curve))
     if not curves:
@@ -183,6 +213,12 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
         writer.writeheader()
         writer.writerows({k: _fmt(row.get(k)) for k in COLUMNS} for row in rows)
     written.append(table)
+    summary = out_dir / "medfuzz_summary.csv"
+    with summary.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=SUMMARY)
+        writer.writeheader()
+        writer.writerows({k: _fmt(row.get(k)) for k in SUMMARY} for row in summaries)
+    written.append(summary)
     page = out_dir / "medfuzz_attacks.html"
     _write_html(rows, page)
     written.append(page)

@@ -3,9 +3,15 @@
 - the MedFuzz permutation test (paper Algorithm 2, lines 3 and 9) on estimated probabilities:
   ``d_a = |p_a - p_0|``, ``d_i = |p_c,i - p_0|``, ``p = #{i : d_i >= d_a} / M``. It is a Monte Carlo test
   against a fixed reference (p_0) with control fuzzes as the null samples, not a two-sample relabelling
-  test, so ``scipy.stats.permutation_test`` does not fit; the arithmetic is checked by hand in the tests. We
-  also give ``(b + 1) / (M + 1)``, which counts the attack itself and so is never 0 (Phipson & Smyth 2010);
-  the paper reports the first;
+  test, so ``scipy.stats.permutation_test`` does not fit (nor does any scipy/statsmodels routine for the
+  sequential version below); the arithmetic is checked by hand in the tests. We also give
+  ``(b + 1) / (M + 1)``, which counts the attack itself and so is never 0 (Phipson & Smyth 2010); the paper
+  reports the first;
+- its sequential version (Besag & Clifford 1991, "Sequential Monte Carlo p-values"): controls are drawn one
+  by one (in batches) and the test stops at the h-th exceedance, with p = h / l after l controls; when h is
+  never reached the p-value is the fixed one over the controls drawn. With ``h = stop_exceedances(alpha, M)``
+  the decision ``p < alpha`` is the one the fixed test on the same control stream would take
+  (``sequential_decision`` says when it is already certain);
 - multiple-comparison adjustment (Holm, Benjamini-Hochberg) through statsmodels' ``multipletests``;
   ``None`` entries (untested attacks) keep their place and stay out of the family;
 - bootstrap standard errors (``scipy.stats.bootstrap``, 9,999 resamples as in MedGuard) and the two-sided
@@ -30,40 +36,93 @@ TIE_TOLERANCE = 1e-9
 
 @dataclass(frozen=True)
 class PermutationResult:
-    p_value: float  # b / M (paper)
-    p_value_plus1: float  # (b + 1) / (M + 1)
+    """One permutation test. ``controls`` counts the controls the p-value uses (the first ``controls`` usable
+    ones in draw order); ``scored`` every usable control (a sequential test may score a few past its stop)."""
+
+    p_value: float  # b / M (paper); sequential stop at the h-th exceedance: h / l (Besag-Clifford)
+    p_value_plus1: float  # (b + 1) / (M + 1); sequential stop: h / l (Besag-Clifford's value either way)
     statistic: float  # d_a
     exceedances: int  # b
-    controls: int  # M (controls with a usable p-hat)
-    null: tuple[float, ...]  # d_i
+    controls: int  # M (or l): controls in the p-value
+    null: tuple[float, ...]  # d_i of those controls
+    scored: int = 0  # usable controls scored
+    stop_at: int | None = None  # h of the sequential test (None: fixed M)
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether the sequential test stopped at its h-th exceedance."""
+        return self.stop_at is not None and self.exceedances >= self.stop_at
 
     def to_dict(self) -> dict[str, object]:
         return {"p_value": self.p_value, "p_value_plus1": self.p_value_plus1, "statistic": self.statistic,
-                "exceedances": self.exceedances, "controls": self.controls, "null": list(self.null)}
+                "exceedances": self.exceedances, "controls": self.controls, "null": list(self.null),
+                "scored": self.scored, "stop_at": self.stop_at, "stopped_early": self.stopped_early}
 
 
-def permutation_p_value(p0: float, pa: float, controls: Sequence[float | None]) -> PermutationResult | None:
+def permutation_p_value(p0: float, pa: float, controls: Sequence[float | None],
+                        stop_at: int | None = None) -> PermutationResult | None:
     """Algorithm 2's p-value; ``None`` entries (controls without a usable p-hat) are left out.
 
-    Returns ``None`` when no control is usable.
+    ``controls`` are in draw order. ``stop_at`` (h) makes it the Besag-Clifford sequential p-value: the
+    controls after the h-th exceedance do not count, and reaching h gives p = h / l. Returns ``None`` when
+    no control is usable.
     """
     for name, value in (("p0", p0), ("pa", pa)):
         if not 0.0 <= value <= 1.0 or math.isnan(value):
             raise ValueError(f"{name} must be a probability, got {value}")
+    if stop_at is not None and stop_at < 1:
+        raise ValueError(f"stop_at must be at least 1, got {stop_at}")
     usable = [c for c in controls if c is not None]
     if not usable:
         return None
     statistic = abs(pa - p0)
-    null = tuple(abs(c - p0) for c in usable)
-    exceedances = sum(d >= statistic - TIE_TOLERANCE for d in null)
+    null: list[float] = []
+    exceedances = 0
+    for c in usable:
+        null.append(abs(c - p0))
+        exceedances += null[-1] >= statistic - TIE_TOLERANCE
+        if stop_at is not None and exceedances >= stop_at:
+            p = exceedances / len(null)  # Besag & Clifford: h / l
+            return PermutationResult(p_value=p, p_value_plus1=p, statistic=statistic, exceedances=exceedances,
+                                     controls=len(null), null=tuple(null), scored=len(usable), stop_at=stop_at)
     return PermutationResult(
         p_value=exceedances / len(null),
         p_value_plus1=(exceedances + 1) / (len(null) + 1),
         statistic=statistic,
         exceedances=exceedances,
         controls=len(null),
-        null=null,
+        null=tuple(null),
+        scored=len(usable),
+        stop_at=stop_at,
     )
+
+
+def stop_exceedances(alpha: float, controls: int) -> int:
+    """h for the sequential test: the fewest exceedances b with b / M >= alpha, i.e. the count at which the
+    fixed test on M controls can no longer be significant (M + 1 when it always can). Computed with the
+    same float comparison the decision uses (``ceil(alpha * M)`` is off by one for e.g. 0.1 * 30)."""
+    if controls < 1:
+        raise ValueError(f"controls must be at least 1, got {controls}")
+    return next((b for b in range(controls + 1) if b / controls >= alpha), controls + 1)
+
+
+def sequential_decision(exceedances: int, usable: int, remaining: int, stop_at: int, alpha: float,
+                        min_controls: int) -> str | None:
+    """Whether a sequential permutation test can stop now, and why; ``None``: draw more controls.
+
+    ``exceedances`` and ``usable`` count the usable controls scored so far, ``remaining`` the controls not
+    drawn yet. ``not_significant``: h exceedances (whatever the rest show, b / M >= alpha);
+    ``significant``: at least ``min_controls`` usable and even if every remaining control were usable and
+    exceeded, b / M would stay below alpha; ``untested``: ``min_controls`` usable controls can no longer be
+    reached, so the attack cannot become significant (it is reported untested).
+    """
+    if exceedances >= stop_at:
+        return "not_significant"
+    if usable >= min_controls and (exceedances + remaining) / (usable + remaining) < alpha:
+        return "significant"
+    if usable + remaining < min_controls:
+        return "untested"
+    return None
 
 
 METHODS = {"holm": "holm", "bh": "fdr_bh"}

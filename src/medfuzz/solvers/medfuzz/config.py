@@ -1,10 +1,12 @@
 """Every parameter of a MedFuzz run, in one place: the Inspect task, the lm-eval hook and Python callers all
 build a ``MedFuzzConfig`` (``MedFuzzConfig.from_options(**raw)`` converts and checks raw values), so the
 harnesses cannot drift apart in defaults. Defaults follow the paper where it says (K = 5 turns, 5
-replicates, M = 30 controls, target temperature 1.0)."""
+replicates, M = 30 controls, target temperature 1.0); ``controls_policy`` defaults to the sequential test,
+which takes the same decisions at alpha as the paper's fixed M with fewer controls (docs/medfuzz.md)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -12,6 +14,8 @@ from medfuzz.options import MethodConfig, check
 
 PVALUE_PROMPTS = ("dialog", "direct")
 FAITHFULNESS = ("lexical", "judge")
+CONTROLS_POLICIES = ("sequential", "fixed")
+MIN_CONTROLS_SHARE = 0.8  # the default min_controls is this share of M, rounded up
 
 
 @dataclass(frozen=True)
@@ -25,7 +29,13 @@ class MedFuzzConfig(MethodConfig):
         "exemplars": "in-context exemplars drawn at random per replicate for the target",
         "exemplar_data": "where exemplars come from: demo | hf | a file",
         "controls": "M control fuzzes per successful attack (paper: 30); 0 = no significance test",
-        "option_orders": "draws (random option order + exemplars) averaged in each p-hat",
+        "controls_policy": "sequential: stop drawing controls once the decision at alpha is certain "
+                           "(Besag-Clifford) | fixed: always M (paper)",
+        "control_batch": "controls generated and scored per step of the sequential test",
+        "min_controls": "usable controls needed for a p-value (default: ceil(0.8 M)); fewer: the attack is "
+                        "untested, never significant",
+        "option_orders": "draws (random option order + exemplars; made per item, shared by its replicates) "
+                         "averaged in each p-hat",
         "pvalue_prompt": "dialog: the full target dialog per draw | direct: the letter only (cheaper)",
         "pack": "assumption pack: a bundled name or a YAML path",
         "faithfulness": "lexical | judge (the judge model role)",
@@ -50,6 +60,9 @@ class MedFuzzConfig(MethodConfig):
     exemplars: int = 2
     exemplar_data: str = "demo"
     controls: int = 30
+    controls_policy: str = "sequential"
+    control_batch: int = 5
+    min_controls: int | None = None
     option_orders: int = 5
     pvalue_prompt: str = "dialog"
     pack: str = "patient_characteristics"
@@ -76,6 +89,13 @@ class MedFuzzConfig(MethodConfig):
         check(self.replicates >= 1, f"replicates must be at least 1, got {self.replicates}")
         check(self.exemplars >= 0, f"exemplars must be 0 or more, got {self.exemplars}")
         check(self.controls >= 0, f"controls must be 0 or more, got {self.controls}")
+        check(self.controls_policy in CONTROLS_POLICIES,
+              f"controls_policy must be one of {list(CONTROLS_POLICIES)}, got {self.controls_policy!r}")
+        check(self.control_batch >= 1, f"control_batch must be at least 1, got {self.control_batch}")
+        check(self.min_controls is None or self.min_controls >= 1,
+              f"min_controls must be at least 1, got {self.min_controls}")
+        check(self.min_controls is None or self.controls == 0 or self.min_controls <= self.controls,
+              f"min_controls ({self.min_controls}) must not exceed controls ({self.controls})")
         check(self.option_orders >= 1, f"option_orders must be at least 1, got {self.option_orders}")
         check(self.pvalue_prompt in PVALUE_PROMPTS,
               f"pvalue_prompt must be one of {list(PVALUE_PROMPTS)}, got {self.pvalue_prompt!r}")
@@ -93,6 +113,13 @@ class MedFuzzConfig(MethodConfig):
         for name in ("cot_tokens", "confidence_tokens", "answer_tokens", "plan_tokens", "item_tokens"):
             check(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
 
+
+    @property
+    def min_usable_controls(self) -> int:
+        """``min_controls``, or its default ``ceil(0.8 M)`` (at least 1)."""
+        if self.min_controls is not None:
+            return self.min_controls
+        return max(1, math.ceil(MIN_CONTROLS_SHARE * self.controls - 1e-9))
 
     # generation budgets after ``max_tokens_scale`` (reasoning, plan and item scale; letters do not)
     @property

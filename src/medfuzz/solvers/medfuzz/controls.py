@@ -1,4 +1,4 @@
-"""Algorithm 2's model work: control fuzzes and p-hat estimates (the p-value itself: scorers.permutation).
+"""Algorithm 2's model work: control fuzzes and p-hat estimates (the p-value itself: ``scorers.stats``).
 
 Control fuzzes: the attacker rewrites the original item by systematic lexical substitution of the attack's
 added text (same syntax, same number of added words). The added-word count is checked by diffing; a control
@@ -8,7 +8,9 @@ attack is resampled (``control_tries``) and otherwise given up (recorded).
 p-hat: the probability that the target picks the correct answer, averaged over ``option_orders`` draws; each
 draw shuffles the options (the correct letter follows its option) and draws new in-context exemplars. The
 same draws are used for the original, the attack and every control (common random numbers), so the
-differences the test compares are not blurred by different option orders. Per draw the probability comes
+differences the test compares are not blurred by different option orders. The draws are made per item
+(not per replicate), so p-hat of the original is one number per item, estimated once and shared by every
+replicate's test. Per draw the probability comes
 from the answer-letter log-probabilities (renormalised over the option letters) when the backend gives
 them, else from whether the sampled answer was correct (the sampling fallback).
 """
@@ -16,14 +18,16 @@ them, else from whether the sampled answer was correct (the sampling fallback).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.models.logprobs import normalise
 from medfuzz.models.protocol import ChatMessage, ChatModel, UsageLedger
+from medfuzz.scorers import stats
 from medfuzz.solvers.medfuzz import prompts
+from medfuzz.solvers.medfuzz.cache import RequestCache
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.parsing import added_word_count, parse_modified_item
 from medfuzz.solvers.medfuzz.prompts import AssumptionPack
@@ -64,9 +68,9 @@ def make_draws(target: TargetDialog, item: MCQItem, seed: int) -> list[Draw]:
 
 
 async def estimate_p(target: TargetDialog, item: MCQItem, draws: Sequence[Draw], ledger: UsageLedger,
-                     role: str = TARGET_ROLE) -> Estimate:
+                     role: str = TARGET_ROLE, cache: RequestCache | None = None) -> Estimate:
     """p-hat for one version of an item: the mean over draws of P(correct letter)."""
-    values = await asyncio.gather(*(_draw_probability(target, item, draw, ledger, role) for draw in draws))
+    values = await asyncio.gather(*(_draw_probability(target, item, draw, ledger, role, cache) for draw in draws))
     estimate = Estimate(p_hat=None)
     used: list[float] = []
     for value, kind in values:
@@ -83,19 +87,19 @@ async def estimate_p(target: TargetDialog, item: MCQItem, draws: Sequence[Draw],
 
 
 async def _draw_probability(target: TargetDialog, item: MCQItem, draw: Draw, ledger: UsageLedger,
-                            role: str) -> tuple[float | None, str]:
+                            role: str, cache: RequestCache | None) -> tuple[float | None, str]:
     shown = item.shuffled(draw.order_seed)
     if target.config.pvalue_prompt == "direct":
         messages = [*prompts.target_system(draw.exemplars), ChatMessage("user", prompts.target_direct(shown))]
         out = await call_model(target.model, role, ledger, messages, target.config.answer_tokens,
-                               target.config.target_temperature, draw.call_seed, shown.letters)
+                               target.config.target_temperature, draw.call_seed, shown.letters, cache)
         if not out.ok:
             return None, "error"
         letter_logprobs, answer = out.letter_logprobs, answer_letter(out.text, shown.letters, shown.clean_options())
     else:
         # the confidences are part of the prompting procedure, but p-hat does not need them readable
         reply = await target.ask(shown, draw.exemplars, draw.call_seed, ledger, role=role, retries=0,
-                                 require_confidences=False)
+                                 require_confidences=False, cache=cache)
         if reply.error:
             return None, "error"
         letter_logprobs, answer = reply.letter_logprobs, reply.answer
@@ -111,7 +115,7 @@ async def _draw_probability(target: TargetDialog, item: MCQItem, draw: Draw, led
 
 async def generate_control(attacker: ChatModel, cfg: MedFuzzConfig, pack: AssumptionPack, original: MCQItem,
                            fuzzed: MCQItem, index: int, seed: int, ledger: UsageLedger,
-                           rejected: list[Rejected]) -> MCQItem | None:
+                           rejected: list[Rejected], cache: RequestCache | None = None) -> MCQItem | None:
     """One control fuzz, resampled while it drifts in word count, tampers with the item or repeats the attack."""
     target_words = added_word_count(original.clean_question(), fuzzed.clean_question())
     tolerance = max(1, round(cfg.word_tolerance * target_words))
@@ -119,7 +123,7 @@ async def generate_control(attacker: ChatModel, cfg: MedFuzzConfig, pack: Assump
                 ChatMessage("user", prompts.control_fuzz(pack, original, fuzzed, target_words))]
     for attempt in range(max(1, cfg.control_tries)):
         out = await call_model(attacker, ATTACKER_ROLE, ledger, messages, cfg.item_budget, cfg.attacker_temperature,
-                               derive_seed(seed, "control", index, attempt))
+                               derive_seed(seed, "control", index, attempt), cache=cache)
         if not out.ok:
             rejected.append(Rejected(text="", kind="error", problem=out.error or "error"))
             continue
@@ -139,35 +143,88 @@ async def generate_control(attacker: ChatModel, cfg: MedFuzzConfig, pack: Assump
     return None
 
 
+@dataclass
+class SignificanceContext:
+    """What every replicate of one item shares in Algorithm 2: the draws (option orders, exemplars, call
+    seeds, derived from the item, not the replicate) and p-hat of the original over them, estimated once
+    (the first replicate that needs it pays; the others await the same task)."""
+
+    draws: list[Draw]
+    p0: Callable[[UsageLedger], tuple[Awaitable[Estimate], bool]]
+    cache: RequestCache | None = None
+
+
+async def _control(target: TargetDialog, attacker: ChatModel, pack: AssumptionPack, item: MCQItem, fuzzed: MCQItem,
+                   index: int, seed: int, ledger: UsageLedger, rejected: list[Rejected], draws: Sequence[Draw],
+                   cache: RequestCache | None) -> tuple[ControlFuzz, Estimate] | None:
+    """One control fuzz and its p-hat (``None`` when no usable control could be written)."""
+    control = await generate_control(attacker, target.config, pack, item, fuzzed, index, seed, ledger, rejected, cache)
+    if control is None:
+        return None
+    estimate = await estimate_p(target, control, draws, ledger, cache=cache)
+    return ControlFuzz(question=control.question, added_words=added_word_count(item.clean_question(), control.question),
+                       p_hat=estimate.p_hat, draws_used=estimate.used, index=index), estimate
+
+
 async def test_attack(target: TargetDialog, attacker: ChatModel, pack: AssumptionPack, item: MCQItem,
-                      result: ReplicateResult, ledger: UsageLedger) -> Significance:
-    """Controls and p-hats for a successful attack (Algorithm 2 lines 1-8)."""
+                      result: ReplicateResult, ledger: UsageLedger, shared: SignificanceContext) -> Significance:
+    """Controls and p-hats for a successful attack (Algorithm 2 lines 1-8).
+
+    ``fixed`` draws all M controls at once. ``sequential`` draws them in batches of ``control_batch`` (the
+    same control stream: control i has the same seed under both policies) and stops as soon as the decision
+    at alpha is certain (``scorers.stats.sequential_decision``); p-hat of the original and of the attack
+    are estimated alongside the first batch.
+    """
     cfg = target.config
     question = result.fuzzed_question
-    significance = Significance(controls_requested=cfg.controls)
+    significance = Significance(controls_requested=cfg.controls, policy=cfg.controls_policy,
+                                min_controls=cfg.min_usable_controls, draws=len(shared.draws))
     if question is None:
         significance.error = "no modified item to test"
         return significance
     fuzzed = item.with_question(question)
-    seed = derive_seed(result.seed, "significance")
-    draws = make_draws(target, item, seed)
-    significance.draws = len(draws)
+    seed = derive_seed(result.seed, "significance")  # control fuzzes differ per replicate; draws do not
+    if cfg.controls_policy == "sequential":
+        significance.stop_at = stats.stop_exceedances(cfg.alpha, cfg.controls)
     before = _calls(ledger)
-    controls = await asyncio.gather(*(
-        generate_control(attacker, cfg, pack, item, fuzzed, i, seed, ledger, significance.controls_rejected)
-        for i in range(cfg.controls)))
-    accepted = [c for c in controls if c is not None]
-    versions = [item, fuzzed, *accepted]
-    estimates = await asyncio.gather(*(estimate_p(target, version, draws, ledger) for version in versions))
-    significance.p0, significance.pa = estimates[0].p_hat, estimates[1].p_hat
-    significance.controls = [
-        ControlFuzz(question=c.question, added_words=added_word_count(item.clean_question(), c.question),
-                    p_hat=e.p_hat, draws_used=e.used)
-        for c, e in zip(accepted, estimates[2:], strict=True)
-    ]
-    significance.logprob_draws = sum(e.logprob_draws for e in estimates)
-    significance.sampled_draws = sum(e.sampled_draws for e in estimates)
-    significance.failed_draws = sum(e.failed_draws for e in estimates)
+    p0_pending, significance.p0_shared = shared.p0(ledger)
+    pa_pending = estimate_p(target, fuzzed, shared.draws, ledger, cache=shared.cache)
+    batch = cfg.controls if cfg.controls_policy == "fixed" else cfg.control_batch
+    estimates: list[Estimate] = []
+    head: tuple[Estimate, Estimate] | None = None
+    attempted = 0
+    while attempted < cfg.controls:
+        indices = range(attempted, min(cfg.controls, attempted + batch))
+        work = [_control(target, attacker, pack, item, fuzzed, i, seed, ledger, significance.controls_rejected,
+                         shared.draws, shared.cache) for i in indices]
+        if head is None:
+            p0, pa, *done = await asyncio.gather(p0_pending, pa_pending, *work)
+            head = (p0, pa)
+            significance.p0, significance.pa = p0.p_hat, pa.p_hat
+        else:
+            done = await asyncio.gather(*work)
+        attempted = indices.stop
+        for pair in done:
+            if pair is not None:
+                control, estimate = pair
+                significance.controls.append(control)
+                estimates.append(estimate)
+        if significance.p0 is None or significance.pa is None:
+            break  # nothing to compare the controls with: drawing more would be wasted
+        if significance.stop_at is not None:
+            usable = [c.p_hat for c in significance.controls if c.p_hat is not None]
+            test = stats.permutation_p_value(significance.p0, significance.pa, usable)
+            exceedances = test.exceedances if test is not None else 0
+            decision = stats.sequential_decision(exceedances, len(usable), cfg.controls - attempted,
+                                                 significance.stop_at, cfg.alpha, significance.min_controls)
+            if decision is not None and attempted < cfg.controls:
+                significance.stopped = decision
+                break
+    significance.controls_attempted = attempted
+    counted = ([*head, *estimates] if head is not None else estimates)
+    significance.logprob_draws = sum(e.logprob_draws for e in counted)
+    significance.sampled_draws = sum(e.sampled_draws for e in counted)
+    significance.failed_draws = sum(e.failed_draws for e in counted)
     significance.method = ("logprobs" if not significance.sampled_draws else
                            "sampling" if not significance.logprob_draws else "mixed")
     after = _calls(ledger)

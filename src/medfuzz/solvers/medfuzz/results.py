@@ -63,16 +63,28 @@ class ControlFuzz:
     added_words: int
     p_hat: float | None = None
     draws_used: int = 0
+    index: int = 0  # position in the control stream (the p-value takes controls in this order)
 
 
 @dataclass
 class Significance:
-    """Algorithm 2's raw material: p-hat of the original, the attack and each control (p-value: scorers)."""
+    """Algorithm 2's raw material: p-hat of the original, the attack and each control (p-value: scorers).
+
+    ``policy`` ``sequential`` draws controls in batches and stops once the decision at alpha is certain
+    (``stopped`` says why: not_significant | significant | untested; empty when every control was drawn);
+    ``stop_at`` is its h. ``min_controls``: usable controls a p-value needs. ``p0_shared``: p-hat of the
+    original came from another replicate of the item (same draws), so its calls are counted there."""
 
     p0: float | None = None
     pa: float | None = None
     controls: list[ControlFuzz] = field(default_factory=list)
     controls_requested: int = 0
+    controls_attempted: int = 0
+    policy: str = "fixed"
+    stop_at: int | None = None
+    min_controls: int = 1
+    stopped: str = ""
+    p0_shared: bool = False
     controls_rejected: list[Rejected] = field(default_factory=list)
     draws: int = 0
     method: str = ""  # logprobs | sampling | mixed
@@ -166,11 +178,13 @@ class ReplicateResult:
 
 @dataclass
 class ItemResult:
-    """All replicates of one benchmark item."""
+    """All replicates of one benchmark item. ``cache_hits``: requests per role answered from the run's request
+    cache instead of the model (not in the replicates' usage, which counts paid calls)."""
 
     item: MCQItem
     replicates: list[ReplicateResult]
     config: dict[str, Any] = field(default_factory=dict)
+    cache_hits: dict[str, int] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         counts = {outcome.value: 0 for outcome in Outcome}
@@ -180,10 +194,10 @@ class ItemResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"item": self.item.to_record(), "replicates": [r.to_dict() for r in self.replicates],
-                "config": self.config}
+                "config": self.config, "cache_hits": self.cache_hits}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ItemResult:
         return cls(item=MCQItem.from_record(data["item"]),
                    replicates=[ReplicateResult.from_dict(r) for r in data["replicates"]],
-                   config=dict(data.get("config") or {}))
+                   config=dict(data.get("config") or {}), cache_hits=dict(data.get("cache_hits") or {}))

@@ -35,7 +35,8 @@ def fuzzed_records(results: Iterable[ItemResult]) -> list[dict[str, Any]]:
                 "turn": replicate.final_turn.index if replicate.final_turn else None,
                 "original": result.item.to_record(),
                 "fuzzed": result.item.with_question(question).to_record(),
-                "source": {k: result.config.get(k) for k in ("target", "attacker", "pack", "seed", "turns")},
+                "source": {k: result.config.get(k) for k in ("target", "attacker", "attacker_is_target", "pack", "seed",
+                                                             "turns")},
             })
     return records
 

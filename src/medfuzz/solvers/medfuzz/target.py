@@ -14,6 +14,7 @@ from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.models.protocol import ChatMessage, ChatModel, Generation, UsageLedger
 from medfuzz.solvers.medfuzz import prompts
+from medfuzz.solvers.medfuzz.cache import RequestCache
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.parsing import is_refusal, parse_confidences
 from medfuzz.solvers.medfuzz.results import TargetReply
@@ -21,10 +22,21 @@ from medfuzz.solvers.medfuzz.results import TargetReply
 
 async def call_model(model: ChatModel, role: str, ledger: UsageLedger, messages: list[ChatMessage],
                      max_tokens: int, temperature: float | None, seed: int,
-                     letters: Sequence[str] | None = None) -> Generation:
-    """One model call, recorded in ``ledger`` under ``role`` (calls, tokens, errors)."""
-    reply = await model.generate(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                                 letters=letters)
+                     letters: Sequence[str] | None = None, cache: RequestCache | None = None) -> Generation:
+    """One model call, recorded in ``ledger`` under ``role`` (calls, tokens, errors). With ``cache``, an
+    identical earlier request of the run is replayed instead and not recorded (the ledger counts paid calls;
+    the cache counts its hits)."""
+    async def call() -> Generation:
+        return await model.generate(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                    letters=letters)
+
+    if cache is None:
+        reply = await call()
+    else:
+        reply, hit = await cache.get(RequestCache.key(model, messages, max_tokens, temperature, seed, letters),
+                                     role, call)
+        if hit:
+            return reply
     ledger.record(role, reply)
     return reply
 
@@ -50,11 +62,12 @@ class TargetDialog:
 
     async def ask(self, item: MCQItem, exemplars: Sequence[MCQItem], seed: int, ledger: UsageLedger,
                   role: str = "target", retries: int | None = None,
-                  require_confidences: bool | None = None) -> TargetReply:
+                  require_confidences: bool | None = None, cache: RequestCache | None = None) -> TargetReply:
         """One fresh target dialog: reasoning, confidences, letter. Errors are returned, not raised.
 
         ``retries``: extra tries per step (default ``config.max_retries``); ``require_confidences``: an
-        unparseable confidence reply is an error (default ``config.require_confidences``)."""
+        unparseable confidence reply is an error (default ``config.require_confidences``); ``cache``: the
+        run's request cache."""
         cfg = self.config
         retries = cfg.max_retries if retries is None else retries
         strict = cfg.require_confidences if require_confidences is None else require_confidences
@@ -68,7 +81,7 @@ class TargetDialog:
                 if attempt:
                     reply.retries += 1
                 out = await call_model(self.model, role, ledger, dialog, max_tokens, cfg.target_temperature,
-                                       derive_seed(seed, name, attempt), letters)
+                                       derive_seed(seed, name, attempt), letters, cache)
                 if not out.ok:
                     problem = out.error or "error"
                     continue

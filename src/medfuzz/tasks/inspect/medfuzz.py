@@ -1,33 +1,33 @@
 """Inspect ``@solver`` shell around the MedFuzz engine (the engine itself imports no harness).
 
 The target is the task's model; the attacker is the ``attacker`` model role (``--model-role
-attacker=openai/gpt-4o``), by default the target model again in separate dialogs, as in the paper.
+attacker=openai/gpt-4o``). Without that role the target model attacks itself in separate dialogs; this
+is NOT what the paper did (its attacker was GPT-4 for every target): the run logs a one-line warning and
+every score's config (and the sample metadata) records ``attacker_is_target``.
 
-Inspect ``@scorer``/``@metric`` shells for MedFuzz (numbers from ``medfuzz_outcomes``, tests from
-``permutation`` and ``multiple_testing``).
+Inspect ``@scorer``/``@metric`` shells for MedFuzz (numbers from ``medfuzz.scorers.medfuzz``, p-value
+adjustments from ``medfuzz.scorers.stats``).
 
 ``Score.value`` holds per-item counts (replicates, outcome classes, correct after k attempts, tested and
 significant attacks, faithfulness verdicts) so the metrics pool them exactly as the paper weights them;
 ``Score.metadata`` holds each replicate's whole story (plans, reasoning, confidences, the fuzzed item,
 controls, p-values, faithfulness).
 
-Inspect tasks ``medfuzz/medfuzz_medqa`` and ``medfuzz/medfuzz_medmcqa``.
+Inspect tasks ``medfuzz/medfuzz`` (``-T benchmark=medqa|medmcqa``), ``medfuzz/medfuzz_medqa`` and
+``medfuzz/medfuzz_medmcqa``.
 
     inspect eval medfuzz/medfuzz_medqa --model openai/gpt-4o-mini --model-role attacker=openai/gpt-4o \
         -T data=demo -T turns=5 -T replicates=5 -T controls=30
-
-Without ``--model-role attacker=...`` the target model attacks itself (separate dialogs), as in the paper.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from inspect_ai import Task, task
-from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput, get_model
+from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput, get_model, model_roles
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
@@ -56,11 +56,15 @@ def medfuzz_attack(config: MedFuzzConfig | None = None, pack: AssumptionPack | s
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         target = InspectChatModel(get_model())
+        role = model_roles().get("attacker")
         attacker = InspectChatModel(get_model(role="attacker"))
-        engine = MedFuzzEngine(target, attacker, config, pack, exemplar_pool)
+        # no attacker role: the target attacks itself (the engine logs the warning once per run)
+        engine = MedFuzzEngine(target, attacker, config, pack, exemplar_pool,
+                               attacker_is_target=role is None or attacker.name == target.name)
         item = MCQItem.from_record(state.metadata["item"])
         result = await engine.run_item(item)
         state.metadata[STATE_KEY] = result.to_dict()
+        state.metadata["attacker_is_target"] = engine.attacker_is_target
         story = _story(result)
         state.messages.append(ChatMessageUser(content=story[0]))
         state.messages.append(ChatMessageAssistant(content=story[1]))
@@ -121,6 +125,20 @@ def medfuzz_post_attack_acc() -> Metric:
 
 
 @metric
+def medfuzz_post_attack_acc_upper() -> Metric:
+    """Post-attack accuracy counting LLM errors during an attack as still correct (an upper bound: the
+    paper's estimate drops them, and they only follow a correct original answer)."""
+    return _pooled("post_attack_accuracy_upper")
+
+
+@metric
+def medfuzz_attack_error_share() -> Metric:
+    """Share of replicates that ended in an LLM error during the attack (what the upper bound adds back;
+    ``medfuzz_llm_error_rate`` is the whole share the paper's estimate drops)."""
+    return _pooled("attack_error_share")
+
+
+@metric
 def medfuzz_asr() -> Metric:
     return _pooled("attack_success_rate")
 
@@ -168,20 +186,44 @@ def medfuzz_significant_bh(alpha: float = ALPHA) -> Metric:
 
 
 @metric
+def medfuzz_untested_attacks() -> Metric:
+    """Successful attacks whose significance test gave no p-value (fewer than ``min_controls`` usable
+    controls, or no p-hat for the original or the attack): never significant, not in the Holm/BH family."""
+    return _pooled("untested")
+
+
+@metric
 def medfuzz_unfaithful_rate() -> Metric:
     """Share of flipped answers whose reasoning mentions none of the added text (paper Fig. 3)."""
-    def compute(scores: list[SampleScore]) -> float:
+    return _pooled("unfaithful_rate")
+
+
+@metric
+def medfuzz_misses_some_rate() -> Metric:
+    """Share of flipped answers whose reasoning misses at least one added span (paper Fig. 3's second rate)."""
+    return _pooled("misses_some_rate")
+
+
+COSTS = ("target_calls_per_item", "attacker_calls_per_item", "target_calls_per_success",
+         "attacker_calls_per_success", "target_calls_per_pvalue", "attacker_calls_per_pvalue", "controls_per_pvalue")
+
+
+@metric
+def medfuzz_costs() -> Metric:
+    """Paid target and attacker calls per item, per successful attack and per p-value (significance test
+    run), and usable controls per p-value."""
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
         values = _values(scores)
-        assessed = sum(v.get(f"cot_mentions_{k}", 0) for v in values for k in ("none", "some", "all"))
-        none = sum(v.get("cot_mentions_none", 0) for v in values)
-        return none / assessed if assessed else math.nan
+        pooled = totals(values, _turns(values))
+        return {f"medfuzz_{name}": pooled[name] for name in COSTS}
 
     return compute
 
 
-METRICS = [medfuzz_clean_acc(), medfuzz_post_attack_acc(), medfuzz_acc_after(), medfuzz_asr(),
-           medfuzz_turns_to_success(), medfuzz_llm_error_rate(), medfuzz_significant_holm(), medfuzz_significant_bh(),
-           medfuzz_unfaithful_rate()]
+METRICS = [medfuzz_clean_acc(), medfuzz_post_attack_acc(), medfuzz_post_attack_acc_upper(),
+           medfuzz_attack_error_share(), medfuzz_acc_after(), medfuzz_asr(), medfuzz_turns_to_success(),
+           medfuzz_llm_error_rate(), medfuzz_significant_holm(), medfuzz_significant_bh(), medfuzz_untested_attacks(),
+           medfuzz_unfaithful_rate(), medfuzz_misses_some_rate(), medfuzz_costs()]
 
 
 @scorer(metrics=METRICS)
@@ -201,7 +243,7 @@ def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str =
         replicates = []
         for replicate, evidence in zip(result.replicates, scored.evidence, strict=True):
             story = replicate.to_dict()
-            story.update(p_value=evidence.p_value, permutation=evidence.permutation,
+            story.update(p_value=evidence.p_value, permutation=evidence.permutation, untested=evidence.untested,
                          faithfulness=evidence.faithfulness.to_dict() if evidence.faithfulness else None,
                          confidence_drop=evidence.confidence_drop, p_hat_drop=evidence.p_hat_drop,
                          fuzzed_question=replicate.fuzzed_question)
@@ -211,7 +253,7 @@ def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str =
             answer=scored.answer,
             explanation=scored.explanation,
             metadata={"item": result.item.to_record(), "p_values": scored.p_values, "replicates": replicates,
-                      "config": result.config},
+                      "config": result.config, "cache_hits": result.cache_hits},
         )
 
     return score
@@ -228,7 +270,10 @@ def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None
         scorer=medfuzz_scorer(pack, config.faithfulness, config.alpha),
         metadata={"medfuzz_method": "medfuzz", "benchmark": benchmark, "data": data, "split": split,
                   "shuffle_choices": shuffle_choices, "pack": pack.name, "pack_source": pack.source,
-                  "medfuzz": config.to_dict()},
+                  "medfuzz": config.to_dict(),
+                  # roles are bound at eval time: each sample's metadata and score config record the answer
+                  "attacker_is_target": "the 'attacker' model role if given, else the target itself "
+                                        "(unlike the paper, whose attacker was GPT-4)"},
     )
 
 

@@ -1,11 +1,13 @@
-"""Hooks of the lm-eval task ``medfuzz_medqa``: any lm-eval model on a MedFuzzed benchmark.
+"""Hooks of the lm-eval tasks ``medfuzz_medqa`` / ``medfuzz_medmcqa``: any lm-eval model on a MedFuzzed
+benchmark (metrics ``clean_acc``, ``attacked_acc``, ``flip_rate``).
 
 The fuzzed items come from either
 
 - ``fuzzed``: a fuzzed file written by an earlier attack run (``medfuzz.solvers.medfuzz.store``) or an Inspect
   ``medfuzz_medqa`` log (``.eval``); or
 - an attack run here first, against OpenAI-compatible endpoints: ``target_base_url`` + ``target_model``
-  (and ``attacker_base_url`` / ``attacker_model``, default the target), ``api_key``; items from ``data`` /
+  (and ``attacker_base_url`` / ``attacker_model``, default the target itself, which is not what the paper
+  did and logs a warning), ``api_key``; items from ``data`` /
   ``split`` / ``attack_limit``; every ``MedFuzzConfig`` parameter (``turns``, ``replicates``, ``exemplars``,
   ``controls``, ``seed``, ``pack``, ...) with the Inspect task's names and defaults.
   Results are cached under ``cache_dir`` (default ``~/.cache/medfuzz/attacks``) keyed by every setting, item
@@ -180,7 +182,10 @@ async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, co
     attacker = OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], api_key)
     config = MedFuzzConfig(**settings["config"])
     pool = load_items(settings["benchmark"], config.exemplar_data) if config.exemplars else []
-    engine = MedFuzzEngine(target, attacker, config, config.pack, pool)
+    # same endpoint and model: the target attacks itself (not as in the paper; the engine logs a warning)
+    same = (settings["attacker_base_url"], settings["attacker_model"]) == (settings["target_base_url"],
+                                                                           settings["target_model"])
+    engine = MedFuzzEngine(target, attacker, config, config.pack, pool, attacker_is_target=same)
     gate = asyncio.Semaphore(max(1, concurrency))
     results: list[ItemResult] = []
 
