@@ -54,5 +54,11 @@ class TCESConfig:
     def from_options(cls, ignore_unknown: bool = False, **raw: Any) -> TCESConfig:
         return options_from(cls, raw, ignore_unknown=ignore_unknown)
 
+    def max_calls(self, items: int) -> dict[str, int]:
+        """Upper bound on target calls for ``items`` items (the ``UsageLedger`` role name): the clean question
+        plus the whole budget B per item (DiscreteZOO's gradient points count against B too). Items without an
+        entity of the type cost nothing, so the real count is usually lower."""
+        return {"target": items * (1 + self.budget)}
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
