@@ -5,9 +5,13 @@ one position (token *i* is given the log-probability read from the logits *at* p
 token *i+1*; checked on 0.3.36), so every loglikelihood task would be scored wrongly. Here the
 log-probability of each continuation token is read from the logits of the position before it.
 
-Requests that share a context (the four answer letters of one question) reuse the evaluated prefix through
-llama.cpp's KV cache, so a 4-option item costs about one prompt evaluation; only the last position's logits
-are computed (no ``logits_all``), which keeps each evaluation cheap.
+Cost: requests are scored in the order of their token sequences (a trie walk, like lm-eval's ``hf`` model
+sorting and grouping its requests), so every request shares the longest possible prefix with the one before
+it and only the tokens after that prefix are evaluated, through llama.cpp's KV cache. The four answer letters
+of a question cost one prompt evaluation (the next-token log-probabilities after a context are kept, not
+re-evaluated); a TCES attacked doc costs only the text after its substituted option, since it follows its
+clean twin; a clean doc asked by two tasks in one run is evaluated once. Only the last position's logits are
+computed (no ``logits_all``). Progress is shown with tqdm, as lm-eval's own models do.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import numpy as np
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
+from tqdm import tqdm
 
 from medfuzz.models.local import embedded_gguf
 
@@ -40,6 +45,8 @@ class LlamaCppLM(LM):
                          n_threads_batch=int(n_threads), logits_all=False, seed=int(seed), verbose=False)
         self.max_gen_toks = int(max_gen_toks)
         self._chat_template = self.llm.metadata.get("tokenizer.chat_template")
+        # the last context fed and the next-token log-probabilities after it (a pure function of the tokens)
+        self._after: tuple[list[int], np.ndarray] | None = None
 
     # ------------------------------------------------------------------------------------- tokens
 
@@ -72,10 +79,15 @@ class LlamaCppLM(LM):
             if cached != token:
                 break
             common += 1
-        common = min(common, len(tokens) - 1)  # re-evaluate at least one token so its logits are fresh
+        if common == len(tokens) and self._after is not None and self._after[0] == tokens:
+            self.llm.n_tokens = common  # drop continuation tokens evaluated after it; its logits are kept
+            return self._after[1]
+        common = min(common, len(tokens) - 1)  # evaluate at least one token so its logits are fresh
         self.llm.n_tokens = common
         self.llm.eval(tokens[common:])
-        return self._last_logprobs()
+        logprobs = self._last_logprobs()
+        self._after = (list(tokens), logprobs)
+        return logprobs
 
     def _continuation_logprobs(self, context: list[int], continuation: list[int]) -> tuple[float, bool]:
         """Sum of log p(continuation token | everything before it), and whether each was the argmax."""
@@ -92,19 +104,24 @@ class LlamaCppLM(LM):
     # ------------------------------------------------------------------------------- lm-eval API
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        results = []
+        encoded = []
         for request in requests:
             context, continuation = request.args
             context_tokens, continuation_tokens = self._encode_pair(context, continuation)
             if not context_tokens:  # nothing to condition on: start from the BOS token
                 context_tokens = [self.llm.token_bos()]
-            results.append(self._continuation_logprobs(context_tokens, continuation_tokens))
-            self.cache_hook.add_partial("loglikelihood", (context, continuation), results[-1])
+            encoded.append((context_tokens, continuation_tokens))
+        # token-sequence order: neighbours share the longest prefixes, so the KV cache does the most work
+        order = sorted(range(len(encoded)), key=lambda i: (encoded[i][0], encoded[i][1]))
+        results: list[tuple[float, bool]] = [(0.0, False)] * len(encoded)
+        for index in tqdm(order, disable=disable_tqdm, desc="Running loglikelihood requests"):
+            results[index] = self._continuation_logprobs(*encoded[index])
+            self.cache_hook.add_partial("loglikelihood", requests[index].args, results[index])
         return results
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         results = []
-        for request in requests:
+        for request in tqdm(requests, disable=disable_tqdm, desc="Running loglikelihood_rolling requests"):
             (text,) = request.args
             tokens = self.tok_encode(text)
             window = self.llm.n_ctx() - 1
@@ -117,7 +134,7 @@ class LlamaCppLM(LM):
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         results = []
-        for request in requests:
+        for request in tqdm(requests, disable=disable_tqdm, desc="Running generate_until requests"):
             context, kwargs = request.args
             kwargs = dict(kwargs or {})
             until = kwargs.get("until") or []

@@ -1,7 +1,8 @@
 """``medfuzz report``: plots and tables from Inspect logs and lm-eval results.
 
 Each method contributes a module here with ``render(log_paths, out_dir) -> list[Path]`` that picks out the
-logs it understands and ignores the rest; ``render_all`` runs every one that is installed.
+logs it understands and ignores the rest; ``render_all`` runs every one that is installed, then writes
+``index.html`` (``medfuzz.report.index``): one self-contained page over every run and every file written.
 """
 
 from __future__ import annotations
@@ -38,4 +39,9 @@ def render_all(paths: list[Path], out_dir: Path) -> dict[str, list[Path]]:
                 continue
             raise
         written[name.rsplit(".", 1)[1]] = module.render(logs, out_dir)
+    from medfuzz.report.index import write_index
+
+    index = write_index(logs, out_dir, written)
+    if index is not None:
+        written["index"] = [index]  # last: the CLI prints the page's path after the files it shows
     return written

@@ -23,9 +23,15 @@ class RunSummary:
     location: Path
     per_item: dict[str, bool] = field(default_factory=dict)
     unparsed: int | None = None  # replies the scorer could not read an answer from (Inspect only)
+    # Inspect baselines: accuracy when replies may name their option the lenient way, and how many needed it
+    lenient: float | None = None
+    lenient_stderr: float | None = None
+    lenient_needed: int | None = None
 
 
-def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
+def read_inspect_log(path: str | Path, scorer: str = "choice", lenient_scorer: str = "lenient_choice") -> RunSummary:
+    """Strict accuracy from ``scorer`` and, when the log has it, the lenient accuracy and the count of replies
+    that needed the lenient reading from ``lenient_scorer`` (``medfuzz.tasks.inspect.baselines``)."""
     from inspect_ai.log import read_eval_log
 
     log = read_eval_log(str(path))
@@ -36,6 +42,8 @@ def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
     per_item = {str(s.id): s.scores[scorer].value == "C" for s in samples}
     unparsed = sum(not s.scores[scorer].answer for s in samples)
     metrics = score.metrics
+    lenient = next((s for s in log.results.scores if s.name == lenient_scorer), None)
+    lenient_metrics = lenient.metrics if lenient is not None else {}
     return RunSummary(
         harness="inspect",
         task=log.eval.task,
@@ -47,6 +55,9 @@ def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
         location=Path(path),
         per_item=per_item,
         unparsed=unparsed,
+        lenient=float(lenient_metrics["lenient_accuracy"].value) if "lenient_accuracy" in lenient_metrics else None,
+        lenient_stderr=float(lenient_metrics["stderr"].value) if "stderr" in lenient_metrics else None,
+        lenient_needed=int(lenient_metrics["lenient_needed"].value) if "lenient_needed" in lenient_metrics else None,
     )
 
 

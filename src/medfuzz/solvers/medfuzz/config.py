@@ -121,6 +121,36 @@ class MedFuzzConfig(MethodConfig):
             return self.min_controls
         return max(1, math.ceil(MIN_CONTROLS_SHARE * self.controls - 1e-9))
 
+    def max_calls(self, items: int) -> dict[str, int]:
+        """Upper bound on model calls per role (the ``UsageLedger`` role names) for ``items`` items, the worst
+        case of the algorithm as ``engine``/``controls``/``scorers.faithfulness`` run it: every step of every
+        replicate retried to the limit, every replicate attacked for all K turns and then succeeding (so every
+        one is tested with all M controls, each resampled ``control_tries`` times; the sequential policy stops
+        earlier, never later).
+
+        Per replicate: the target answers the original and one item per turn, each a three-step dialog
+        (reasoning, confidences, letter) of up to ``max_retries + 1`` calls per step; the attacker plans and
+        writes an item on turn 1 and adds a post-mortem on later turns (3K − 1 steps); Algorithm 2 asks for p̂
+        of the attack and M controls over ``option_orders`` draws, each draw a full dialog without retries
+        (``dialog``: 3 calls) or one letter (``direct``: 1); p̂ of the original item is estimated once per item
+        and shared by its replicates; a ``judge`` reads each success.
+        """
+        tries = self.max_retries + 1
+        per_replicate = {
+            "target": 3 * tries * (1 + self.turns),
+            "attacker": tries * (3 * self.turns - 1),
+        }
+        if self.controls > 0:
+            per_draw = 3 if self.pvalue_prompt == "dialog" else 1
+            per_replicate["attacker_controls"] = self.controls * self.control_tries
+            per_replicate["target_significance"] = (1 + self.controls) * self.option_orders * per_draw
+        if self.faithfulness == "judge":
+            per_replicate["judge"] = 1
+        bound = {role: calls * self.replicates * items for role, calls in per_replicate.items()}
+        if self.controls > 0:  # the shared p̂ of the original item
+            bound["target_significance"] += items * self.option_orders * per_draw
+        return bound
+
     # generation budgets after ``max_tokens_scale`` (reasoning, plan and item scale; letters do not)
     @property
     def cot_budget(self) -> int:

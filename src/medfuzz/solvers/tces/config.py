@@ -62,3 +62,9 @@ class TCESConfig(MethodConfig):
     def zoo_neighbourhood(self) -> int:
         """How many nearest entries DiscreteZOO draws its gradient points from."""
         return 5 * self.zoo_m if self.zoo_neighbours is None else self.zoo_neighbours
+
+    def max_calls(self, items: int) -> dict[str, int]:
+        """Upper bound on target calls for ``items`` items (the ``UsageLedger`` role name): the clean question
+        plus the whole budget B per item (DiscreteZOO's gradient points count against B too). Items without an
+        entity of the type cost nothing, so the real count is usually lower."""
+        return {"target": items * (1 + self.budget)}

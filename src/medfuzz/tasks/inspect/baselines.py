@@ -1,15 +1,92 @@
 """Clean multiple-choice baselines: ``medfuzz/medqa_clean`` and ``medfuzz/medmcqa_clean`` (Inspect's own
 ``multiple_choice`` solver and strict ``choice()`` scorer; the lm-eval twins are ``medqa_clean`` and
-``medmcqa_clean``)."""
+``medmcqa_clean``).
+
+Two scorers run on every sample. ``choice`` is Inspect's own, strict one (the reply must carry its
+``ANSWER: X`` line) and stays the headline metric. ``lenient_choice`` keeps the strict verdict whenever
+``choice`` found an answer and otherwise reads the reply with the one shared parser
+(``medfuzz.benchmarks.answers.answer_letter``: "A)", "(B)", "Answer: C", ...), so a chatty or weak model is
+not scored 0 without explanation: ``lenient_accuracy`` is the accuracy under that reading and
+``lenient_needed`` counts the replies that only the lenient reading could use.
+"""
 
 from __future__ import annotations
 
+import inspect_ai.scorer as inspect_scorer  # module, not its stderr: names here are the metrics we define
 from inspect_ai import Task, task
-from inspect_ai.scorer import choice
-from inspect_ai.solver import multiple_choice
+from inspect_ai.scorer import (
+    CORRECT,
+    INCORRECT,
+    Metric,
+    SampleScore,
+    Score,
+    Scorer,
+    Target,
+    choice,
+    metric,
+    scorer,
+)
+from inspect_ai.solver import TaskState, multiple_choice
 
 from medfuzz.benchmarks import PromptStyle
+from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.tasks.inspect._dataset import mcq_dataset
+
+LENIENT_SCORER = "lenient_choice"
+
+
+@metric
+def lenient_accuracy() -> Metric:
+    """Accuracy when a reply may name its option the lenient way (strict verdict kept where it exists)."""
+
+    def compute(scores: list[SampleScore]) -> float:
+        return sum(s.score.as_float() for s in scores) / len(scores) if scores else float("nan")
+
+    return compute
+
+
+@metric
+def lenient_needed() -> Metric:
+    """How many replies Inspect's strict ``choice()`` could not read but the lenient parser could."""
+
+    def compute(scores: list[SampleScore]) -> int:
+        return sum(bool((s.score.metadata or {}).get("lenient_needed")) for s in scores)
+
+    return compute
+
+
+def _target_letters(target: Target, count: int) -> set[str]:
+    letters = {token for value in target for token in value.replace(",", " ").split()}
+    return {chr(ord("A") + int(t) - 1) if t.isnumeric() else t.upper() for t in letters if t} & {
+        chr(ord("A") + i) for i in range(count)}
+
+
+@scorer(metrics=[lenient_accuracy(), inspect_scorer.stderr(), lenient_needed()])
+def lenient_choice() -> Scorer:
+    """Inspect's ``choice()`` verdict where it read an answer, else the letter ``answer_letter`` reads in the
+    reply (``metadata["lenient_needed"]`` marks those replies)."""
+    strict_scorer = choice()
+
+    async def score(state: TaskState, target: Target) -> Score:
+        strict = await strict_scorer(state, target)
+        if strict is not None and strict.answer:
+            return Score(value=strict.value, answer=strict.answer, explanation="strict ANSWER line",
+                         metadata={"lenient_needed": False})
+        # what the model saw: choices in their displayed order, lettered A, B, ...
+        shown = list(state.choices)
+        letters = [chr(ord("A") + i) for i in range(len(shown))]
+        options = {letter: c.value for letter, c in zip(letters, shown, strict=True)}
+        completion = state.output.completion or ""
+        letter = answer_letter(completion, letters, options)
+        if letter is None:
+            return Score(value=INCORRECT, answer="", explanation=f"no option letter in {completion[:200]!r}",
+                         metadata={"lenient_needed": False})
+        original = shown[letters.index(letter)].original_position  # the target letters name original positions
+        correct = chr(ord("A") + original) in _target_letters(target, len(shown))
+        return Score(value=CORRECT if correct else INCORRECT, answer=letter,
+                     explanation=f"lenient reading of {completion[:200]!r}", metadata={"lenient_needed": True})
+
+    return score
 
 
 def _baseline(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
@@ -18,7 +95,7 @@ def _baseline(benchmark: str, data: str, split: str | None, limit: int | None, s
     return Task(
         dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, seed),
         solver=multiple_choice(cot=style is PromptStyle.COT),
-        scorer=choice(),
+        scorer=[choice(), lenient_choice()],
         metadata={"benchmark": benchmark, "data": data, "split": split, "prompt_style": style.value,
                   "shuffle_choices": shuffle_choices, "seed": seed},
     )

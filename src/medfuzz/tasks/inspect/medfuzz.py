@@ -43,6 +43,7 @@ from medfuzz.solvers.medfuzz.prompts import AssumptionPack, load_pack
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import fuzzed_records
 from medfuzz.solvers.outcomes import Outcome
+from medfuzz.tasks.inspect._cost import announce_max_calls
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 
 STATE_KEY = "medfuzz"
@@ -264,7 +265,7 @@ def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None
     """The MedFuzz Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
     pack = load_pack(config.pack)
     exemplars = load_items(benchmark, config.exemplar_data) if config.exemplars > 0 else []
-    return Task(
+    return announce_max_calls(config, Task(
         dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
         solver=medfuzz_attack(config, pack, exemplars),
         scorer=medfuzz_scorer(pack, config.faithfulness, config.alpha),
@@ -274,7 +275,7 @@ def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None
                   # roles are bound at eval time: each sample's metadata and score config record the answer
                   "attacker_is_target": "the 'attacker' model role if given, else the target itself "
                                         "(unlike the paper, whose attacker was GPT-4)"},
-    )
+    ))
 
 
 @task

@@ -26,6 +26,7 @@ from medfuzz.benchmarks.items import MCQItem
 from medfuzz.scorers.tces import TCESSummary, summarise
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
+from medfuzz.tasks.inspect._cost import announce_max_calls
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 
 METADATA_KEY = "tces"
@@ -130,13 +131,13 @@ def tces_scorer() -> Scorer:
 def tces_task(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
               config: TCESConfig) -> Task:
     """The TCES Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
-    return Task(
+    return announce_max_calls(config, Task(
         dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
         solver=tces_attack(config),
         scorer=tces_scorer(),
         metadata={"medfuzz_method": "tces", "benchmark": benchmark, "data": data, "split": split,
                   "shuffle_choices": shuffle_choices, **config.to_dict()},
-    )
+    ))
 
 
 @task

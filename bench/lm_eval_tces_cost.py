@@ -1,0 +1,162 @@
+"""P4 (issue 13): what lm-eval's single-query TCES task costs with ``medfuzz-local`` next to the plain baseline on
+the same items.
+
+The N items are the first N of the bundled MedQA dev sample (or ``--data``) that have a drug entity in a
+distractor, written to a temporary file so that ``medqa_clean`` and ``tces_medqa_drugs`` see exactly the same
+items (TCES adds one attacked doc per item). Each (adapter, task) pair runs in a fresh process through
+``lm_eval.simple_evaluate``; the time inside the model's ``loglikelihood`` is *scoring*, the rest of the
+process's wall time is *start-up* (imports, lm-eval's task index, the TCES vocabulary and embeddings, loading
+the GGUF). Token and call counts are exact and do not depend on how busy the machine is; seconds do.
+
+- ``before``: the adapter as it was up to commit 620c5db (requests in lm-eval's order, the last context token
+  re-evaluated for every answer letter), reproduced here by overriding two methods;
+- ``after``: the adapter as it is (token-sequence order, next-token log-probabilities kept per context).
+
+    PYTHONPATH=src .venv/bin/python bench/lm_eval_tces_cost.py --items 20 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TASKS = ("medqa_clean", "tces_medqa_drugs")
+VARIANTS = ("before", "after")
+
+
+def select_items(data: str, count: int, out: Path) -> int:
+    """Write the first ``count`` items with a drug entity in a distractor (release layout); return how many."""
+    from medfuzz.benchmarks import load_items
+    from medfuzz.benchmarks.loaders import DEMO_MEDQA
+    from medfuzz.solvers.tces.attack import TCESResources, first_substitution
+    from medfuzz.solvers.tces.config import TCESConfig
+
+    source = DEMO_MEDQA if data == "demo" else Path(data)
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    items = load_items("medqa", str(source))
+    if len(rows) != len(items):
+        raise SystemExit(f"{source}: {len(rows)} rows but {len(items)} items; give a file without blank records")
+    config = TCESConfig(budget=1)
+    resources = TCESResources.build("drugs", None, config.embedding)
+    keep = [row for row, item in zip(rows, items, strict=True)
+            if not isinstance(first_substitution(item, resources, config), str)][:count]
+    out.write_text("".join(json.dumps(row) + "\n" for row in keep), encoding="utf-8")
+    return len(keep)
+
+
+def _before_class():
+    """The adapter's scheduling before this change: given order, no kept logits."""
+    from medfuzz.adapters.llama_cpp_lm import LlamaCppLM
+
+    class GivenOrder(LlamaCppLM):
+        def _feed(self, tokens: list[int]):
+            common = 0
+            for cached, token in zip(self.llm.input_ids[: self.llm.n_tokens], tokens, strict=False):
+                if cached != token:
+                    break
+                common += 1
+            self.llm.n_tokens = min(common, len(tokens) - 1)
+            self.llm.eval(tokens[self.llm.n_tokens:])
+            return self._last_logprobs()
+
+        def loglikelihood(self, requests, disable_tqdm: bool = False):
+            results = []
+            for request in requests:
+                context, continuation = request.args
+                context_tokens, continuation_tokens = self._encode_pair(context, continuation)
+                results.append(self._continuation_logprobs(context_tokens or [self.llm.token_bos()],
+                                                           continuation_tokens))
+            return results
+
+    return GivenOrder
+
+
+def run_one(variant: str, task: str, data: Path, threads: int) -> dict:
+    """One lm-eval run in this process; returns its counts and times."""
+    started = time.perf_counter()
+    import lm_eval
+    import lm_eval.models  # lm-eval's registry before ours
+    from lm_eval.tasks import TaskManager
+
+    from medfuzz.adapters.llama_cpp_lm import LlamaCppLM
+    from medfuzz.tasks import LM_EVAL_TASKS_PATH
+
+    cls = LlamaCppLM if variant == "after" else _before_class()
+    loaded = time.perf_counter()
+    lm = cls(n_threads=threads)
+    load_s = time.perf_counter() - loaded
+    counts = {"requests": 0, "evals": 0, "tokens": 0, "scoring_s": 0.0}
+    evaluate_tokens = lm.llm.eval
+
+    def counted_eval(tokens):
+        counts["evals"] += 1
+        counts["tokens"] += len(tokens)
+        return evaluate_tokens(tokens)
+
+    lm.llm.eval = counted_eval
+    score = lm.loglikelihood
+
+    def timed(requests, disable_tqdm: bool = False):
+        begin = time.perf_counter()
+        try:
+            return score(requests, disable_tqdm=True)
+        finally:
+            counts["scoring_s"] += time.perf_counter() - begin
+            counts["requests"] += len(requests)
+
+    lm.loglikelihood = timed
+    manager = TaskManager(include_path=str(LM_EVAL_TASKS_PATH), metadata={"data": str(data)})
+    results = lm_eval.simple_evaluate(model=lm, tasks=[task], task_manager=manager, log_samples=False,
+                                      verbosity="WARNING")
+    wall = time.perf_counter() - started
+    metrics = {k.split(",")[0]: v for k, v in results["results"][task].items()
+               if "," in k and "stderr" not in k and isinstance(v, float)}
+    return {**counts, "variant": variant, "task": task, "wall_s": wall, "load_s": load_s,
+            "startup_s": wall - counts["scoring_s"], "metrics": metrics}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=20)
+    parser.add_argument("--data", default="demo", help="demo or a MedQA jsonl in the release layout")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--one", nargs=3, metavar=("VARIANT", "TASK", "FILE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print("RESULT " + json.dumps(run_one(args.one[0], args.one[1], Path(args.one[2]), args.threads)))
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        items = Path(folder) / "items.jsonl"
+        n = select_items(args.data, args.items, items)
+        rows = []
+        for variant in args.variants.split(","):
+            for task in TASKS:
+                done = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--one", variant,
+                                       task, str(items)], capture_output=True, text=True, check=False)
+                line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+                if line is None:
+                    raise SystemExit(f"{variant} {task} failed:\n{done.stderr[-3000:]}")
+                rows.append(json.loads(line[len("RESULT "):]))
+                print(f"  {variant:6s} {task:17s} done in {rows[-1]['wall_s']:.0f}s", file=sys.stderr, flush=True)
+    print(f"\nlm-eval with medfuzz-local (SmolLM2-135M, n_threads={args.threads}) on {n} MedQA items with a drug in "
+          f"a distractor ({args.data}); tces_medqa_drugs has {2 * n} docs (clean + attacked), medqa_clean {n}\n")
+    header = (f"{'adapter':7s} {'task':17s} {'requests':>8s} {'evals':>6s} {'tokens':>7s} {'start-up s':>10s} "
+              f"{'(GGUF load)':>11s} {'scoring s':>9s} {'tokens/base':>11s} {'scoring/base':>12s}  metrics")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        base = next(r for r in rows if r["variant"] == row["variant"] and r["task"] == "medqa_clean")
+        metrics = " ".join(f"{k}={v:.3f}" for k, v in row["metrics"].items())
+        print(f"{row['variant']:7s} {row['task']:17s} {row['requests']:8d} {row['evals']:6d} {row['tokens']:7d} "
+              f"{row['startup_s']:10.1f} {row['load_s']:11.1f} {row['scoring_s']:9.1f} "
+              f"{row['tokens'] / base['tokens']:11.2f} {row['scoring_s'] / base['scoring_s']:12.2f}  {metrics}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,375 @@
+"""``DIR/index.html``: one self-contained page over everything ``medfuzz report`` found and wrote.
+
+One section per method (baselines, MedFuzz, TCES, MedGuard, lm-eval results) and, inside it, one card per run:
+the model(s) and their roles, the data, the parameters, the headline metrics and what the run cost (model calls
+and tokens per role from the engines' usage ledgers, else Inspect's own token counts per model/role). Under the
+runs come the tables and plots the per-method renderers wrote (``written``): PNGs are embedded as base64 so the
+page can be mailed or archived alone; CSV/HTML files stay beside it and are linked; Markdown tables are shown.
+
+Reading is best effort per file: a log this page cannot read is listed with the reason, never fatal, since the
+renderers have already written their own files by the time this runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+INDEX = "index.html"
+METHODS = {  # section key -> (title, one line on what the numbers mean)
+    "baseline": ("Clean baselines", "Accuracy on the unmodified questions. Strict: Inspect's choice() scorer (the "
+                 "reply must end with 'ANSWER: X'); lenient: the reply may name its option another way."),
+    "medfuzz": ("MedFuzz", "An attacker LLM rewrites each question with patient characteristics that should not "
+                "change the answer; success = the target's answer flips (paper Algorithms 1-2)."),
+    "tces": ("TCES", "One entity in a distractor option is replaced by a type-consistent entity drawn by the "
+             "sampler; success = the answer leaves the key within the query budget."),
+    "medguard": ("MedGuard", "Safety indices per aspect and principle (± bootstrap SE); pairwise McNemar tests "
+                 "between models."),
+    "lm-eval": ("lm-eval results", "Tasks run through lm-evaluation-harness (log-likelihood of the answer letters)."),
+}
+STYLE = """
+body{font-family:system-ui,sans-serif;max-width:72em;margin:1em auto;padding:0 1em;color:#222;line-height:1.4}
+h1{margin-bottom:.2em}h2{border-bottom:2px solid #4C72B0;padding-bottom:.2em;margin-top:2em}
+nav a{margin-right:1em}.note{color:#555;font-size:.92em}
+.run{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;margin:1em 0;background:#fafafa}
+.run h3{margin:.2em 0 .4em;font-size:1.05em}
+table{border-collapse:collapse;margin:.4em 0;font-size:.88em}
+td,th{border:1px solid #ccc;padding:.15em .5em;text-align:left;vertical-align:top}th{background:#eef}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.md{overflow-x:auto}.grid{display:flex;flex-wrap:wrap;gap:1em}.grid>div{flex:1 1 22em}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
+details{margin:.3em 0}.bad{color:#a33}
+"""
+
+
+@dataclass
+class RunCard:
+    """What the page shows about one run."""
+
+    method: str
+    title: str
+    source: Path
+    facts: dict[str, Any] = field(default_factory=dict)  # model, roles, data, ... (name -> text)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, dict[str, int]] = field(default_factory=dict)  # role -> calls / tokens
+    usage_note: str = ""
+    max_calls: dict[str, int] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------- reading
+
+
+def _ledger_usage(value: Any, into: dict[str, dict[str, int]]) -> None:
+    """Add up every engine ``usage`` ledger (``{role: {calls, input_tokens, ...}}``) found in score metadata."""
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            if key == "usage" and isinstance(inner, Mapping) and inner and all(
+                    isinstance(v, Mapping) and "calls" in v for v in inner.values()):
+                for role, counts in inner.items():
+                    total = into.setdefault(str(role), {})
+                    for name, count in counts.items():
+                        if isinstance(count, int | float):
+                            total[name] = total.get(name, 0) + int(count)
+            else:
+                _ledger_usage(inner, into)
+    elif isinstance(value, list):
+        for inner in value:
+            _ledger_usage(inner, into)
+
+
+def _inspect_usage(log: Any) -> dict[str, dict[str, int]]:
+    """Inspect's own token counts: per role when it kept them, else per model (no call counts)."""
+    stats = log.stats
+    per = getattr(stats, "role_usage", None) or stats.model_usage or {}
+    return {name: {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens} for name, u in per.items()}
+
+
+def _method_of(log: Any) -> str:
+    metadata = log.eval.metadata or {}
+    task = log.eval.task.split("/")[-1]
+    if metadata.get("medfuzz_method") in ("medfuzz", "tces"):
+        return str(metadata["medfuzz_method"])
+    if metadata.get("medguard") or task.startswith("medguard"):
+        return "medguard"
+    if task.endswith("_clean"):
+        return "baseline"
+    return "other"
+
+
+def _metric_values(log: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for score in (log.results.scores if log.results else []):
+        for name, m in score.metrics.items():
+            key = f"{name} ({score.name})" if name in ("stderr", "accuracy") else name
+            values[key] = m.value
+    return values
+
+
+def _roles(log: Any) -> dict[str, str]:
+    roles = {"target": str(log.eval.model)}
+    for role, config in (getattr(log.eval, "model_roles", None) or {}).items():
+        config = config[0] if isinstance(config, list) and config else config
+        roles[str(role)] = str(getattr(config, "model", config))
+    return roles
+
+
+KEY_PARAMETERS = {"medfuzz": ("turns", "replicates", "controls", "pvalue_prompt"),
+                  "tces": ("entity", "sampler", "n", "budget"), "medguard": ("strategy", "aspects"),
+                  "baseline": ("prompt_style", "shuffle_choices")}
+
+
+def _paired(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``x`` and ``x_se`` as one ``(value, se)`` entry (MedGuard's indices and their bootstrap SEs)."""
+    paired: dict[str, Any] = {}
+    for name, value in metrics.items():
+        if name.endswith("_se") and name[:-3] in metrics:
+            continue
+        paired[name] = (value, metrics[f"{name}_se"]) if f"{name}_se" in metrics else value
+    return paired
+
+
+def inspect_card(path: Path) -> RunCard | None:
+    """The card of an Inspect log; ``None`` when the file is not an Inspect log."""
+    from inspect_ai.log import read_eval_log
+
+    try:
+        log = read_eval_log(str(path))
+    except Exception:  # not an Inspect log (lm-eval JSON, a plot, ...): another reader's business
+        return None
+    method = _method_of(log)
+    metadata = dict(log.eval.metadata or {})
+    nested = metadata.pop("medfuzz", None)
+    max_calls = metadata.pop("max_calls", None)
+    parameters = {**{k: v for k, v in metadata.items() if k not in ("medfuzz_method", "medguard")},
+                  **(nested if isinstance(nested, dict) else {}), **(log.eval.task_args or {})}
+    key = ", ".join(f"{k} {parameters[k]}" for k in KEY_PARAMETERS.get(method, ()) if k in parameters)
+    card = RunCard(method=method, title=f"{log.eval.task} · {log.eval.model}" + (f" · {key}" if key else ""),
+                   source=path, parameters=parameters, max_calls=dict(max_calls or {}))
+    data = [str(part) for part in (metadata.get("benchmark") or log.eval.dataset.name,
+                                   metadata.get("data") or log.eval.dataset.location) if part]
+    if metadata.get("split"):
+        data.append(f"split {metadata['split']}")
+    card.facts = {"models": ", ".join(f"{role}: {model}" for role, model in _roles(log).items()),
+                  "status": log.status, "samples": len(log.samples or []), "data": " · ".join(data) or "–",
+                  "started": log.eval.created}
+    card.metrics = _paired(_metric_values(log))
+    if log.status != "success":
+        card.facts["error"] = str(getattr(log.error, "message", log.error) or "")[:300]
+    for sample in log.samples or []:
+        for score in (sample.scores or {}).values():
+            _ledger_usage(score.metadata or {}, card.usage)
+    if card.usage:
+        card.usage_note = "calls and tokens per role, from the engine's usage ledger in each sample's score"
+    else:
+        card.usage = _inspect_usage(log)
+        card.usage_note = "tokens as Inspect counted them (it does not count calls)"
+    return card
+
+
+def lm_eval_card(path: Path) -> RunCard | None:
+    """The card of an lm-eval ``results_*.json``; ``None`` for any other JSON."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict) or "configs" not in data:
+        return None
+    config = data.get("config") or {}
+    tasks = sorted(data["results"])
+    card = RunCard(method="lm-eval", title=f"lm-eval · {', '.join(tasks)}", source=path)
+    card.facts = {"model": f"{config.get('model', '?')} {config.get('model_args') or ''}".strip(),
+                  "samples": ", ".join(f"{t}: {(data.get('n-samples') or {}).get(t, {}).get('effective', '?')}"
+                                       for t in tasks),
+                  "data": json.dumps((data.get("configs", {}).get(tasks[0], {}) or {}).get("metadata", {}))[:200]
+                  if tasks else "", "started": data.get("date")}
+    for task, values in data["results"].items():
+        for key, value in values.items():
+            if "," in key and not key.startswith("alias") and "_stderr" not in key:
+                stderr = values.get(key.replace(",", "_stderr,", 1))
+                card.metrics[f"{task} · {key.split(',')[0]}"] = (value, stderr)
+    card.parameters = {k: config[k] for k in ("batch_size", "limit", "num_fewshot", "random_seed") if k in config}
+    card.usage_note = "lm-eval records no per-call usage; sample counts are above"
+    return card
+
+
+# ---------------------------------------------------------------------------------------- writing
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, tuple) and len(value) == 2:
+        main, stderr = value
+        text = _fmt(main)
+        return text + (f" ± {_fmt(stderr)}" if isinstance(stderr, int | float) and not math.isnan(stderr) else "")
+    if isinstance(value, bool) or value is None:
+        return html.escape(str(value))
+    if isinstance(value, float):
+        return "–" if math.isnan(value) else f"{value:.3f}".rstrip("0").rstrip(".") if value % 1 else f"{value:g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, dict | list):
+        return html.escape(json.dumps(value)[:300])
+    return html.escape(str(value))
+
+
+def _cell(value: Any) -> str:
+    numeric = isinstance(value, int | float | tuple) and not isinstance(value, bool)
+    return f"<td class=num>{_fmt(value)}</td>" if numeric else f"<td>{_fmt(value)}</td>"
+
+
+def _table(rows: Iterable[tuple[str, Any]], head: tuple[str, str] | None = None) -> str:
+    body = "".join(f"<tr><th>{html.escape(str(k))}</th>{_cell(v)}</tr>" for k, v in rows)
+    top = f"<tr><th>{html.escape(head[0])}</th><th>{html.escape(head[1])}</th></tr>" if head else ""
+    return f"<table>{top}{body}</table>" if body else ""
+
+
+def _usage_table(card: RunCard) -> str:
+    if not card.usage and not card.max_calls:
+        return f"<p class=note>{html.escape(card.usage_note)}</p>"
+    roles = list(dict.fromkeys([*card.usage, *card.max_calls]))
+    columns = [c for c in ("calls", "errors", "input_tokens", "output_tokens")
+               if any(c in card.usage.get(r, {}) for r in roles)]
+    head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in columns)
+    head += "<th>max calls (bound logged up front)</th>" if card.max_calls else ""
+    rows = []
+    for role in roles:
+        cells = "".join(f"<td class=num>{_fmt(card.usage.get(role, {}).get(c, 0))}</td>" for c in columns)
+        if card.max_calls:
+            cells += f"<td class=num>{_fmt(card.max_calls.get(role, 0))}</td>"
+        rows.append(f"<tr><th>{html.escape(role)}</th>{cells}</tr>")
+    return (f"<table><tr><th>role</th>{head}</tr>{''.join(rows)}</table>"
+            f"<p class=note>{html.escape(card.usage_note)}</p>")
+
+
+def _headline(card: RunCard) -> list[tuple[str, Any]]:
+    if card.method != "baseline":
+        return [(k, v) for k, v in card.metrics.items() if not isinstance(v, dict)]
+    m = card.metrics
+    rows = [("strict accuracy (Inspect choice)", (m.get("accuracy (choice)"), m.get("stderr (choice)")))]
+    if "lenient_accuracy" in m:
+        rows += [("lenient accuracy", (m["lenient_accuracy"], m.get("stderr (lenient_choice)"))),
+                 ("replies only the lenient reading could use", m.get("lenient_needed"))]
+    return rows
+
+
+def _card_html(card: RunCard, out_dir: Path) -> str:
+    facts = _table(card.facts.items())
+    metrics = _table(_headline(card), ("metric", "value"))
+    nested = [(k, v) for k, v in card.metrics.items() if isinstance(v, dict)]
+    for name, values in nested:
+        metrics += f"<p class=note>{html.escape(name)}: " + ", ".join(
+            f"{html.escape(str(k))} {_fmt(v)}" for k, v in values.items()) + "</p>"
+    params = _table(sorted(card.parameters.items()))
+    try:
+        source = card.source.resolve().relative_to(out_dir.resolve())
+    except ValueError:
+        source = card.source
+    return (f"<div class=run><h3>{html.escape(card.title)}</h3>"
+            f"<div class=grid><div>{facts}</div><div>{metrics}</div></div>"
+            f"<h4>Cost</h4>{_usage_table(card)}"
+            + (f"<details><summary>Parameters ({len(card.parameters)})</summary>{params}</details>" if params else "")
+            + f"<p class=note>log: <code>{html.escape(str(source))}</code></p></div>")
+
+
+def markdown_tables(text: str) -> str:
+    """Markdown headings, pipe tables and plain lines as HTML (only what the renderers write)."""
+    out, table = [], []
+
+    def flush() -> None:
+        if table:
+            rows = [[c.strip() for c in row.strip().strip("|").split("|")] for row in table]
+            rows = [r for r in rows if not all(re.fullmatch(r":?-{3,}:?", c) for c in r)]
+            head, body = rows[0], rows[1:]
+            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
+                       + "</table>")
+            table.clear()
+
+    for line in text.splitlines():
+        if line.lstrip().startswith("|"):
+            table.append(line)
+            continue
+        flush()
+        heading = re.match(r"^(#{1,4})\s+(.*)", line)
+        if heading:
+            level = min(6, len(heading.group(1)) + 3)
+            out.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
+        elif line.strip():
+            out.append(f"<p>{_inline(line)}</p>")
+    flush()
+    return "\n".join(out)
+
+
+def _inline(text: str) -> str:
+    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(text))
+
+
+def _file_html(path: Path, out_dir: Path) -> str:
+    name = html.escape(path.name)
+    try:
+        link = html.escape(str(path.resolve().relative_to(out_dir.resolve())))
+    except ValueError:
+        link = html.escape(str(path))
+    if path.suffix == ".png":
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return (f"<figure><img src=\"data:image/png;base64,{data}\" alt=\"{name}\">"
+                f"<figcaption>{name}</figcaption></figure>")
+    if path.suffix == ".md":
+        return f"<div class=md>{markdown_tables(path.read_text(encoding='utf-8'))}</div>"
+    return f"<p>File: <a href=\"{link}\">{name}</a></p>"
+
+
+def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path]]) -> Path | None:
+    """Write ``out_dir/index.html`` over the runs in ``logs`` and the files in ``written`` (renderer name ->
+    files); returns its path, or ``None`` (and writes nothing) when there is no run and no file to show."""
+    out_dir = Path(out_dir)
+    cards: dict[str, list[RunCard]] = {key: [] for key in METHODS}
+    skipped: list[str] = []
+    for path in logs:
+        path = Path(path)
+        if path.suffix == ".eval" or (path.suffix == ".json" and not path.name.startswith("results_")):
+            card = inspect_card(path)
+        elif path.name.startswith("results_") and path.suffix == ".json":
+            card = lm_eval_card(path)
+        else:
+            card = None
+        if card is None:
+            if path.suffix in (".eval",) or path.name.startswith("results_"):
+                skipped.append(f"{path}: not readable as a run")
+            continue
+        cards.setdefault(card.method, []).append(card)
+
+    sections, nav = [], []
+    for key, (title, blurb) in [*METHODS.items(), ("other", ("Other Inspect runs", ""))]:
+        runs, files = cards.get(key, []), list(written.get(key, []))
+        if not runs and not files:
+            continue
+        anchor = re.sub(r"[^a-z0-9]+", "-", key)
+        nav.append(f"<a href=\"#{anchor}\">{html.escape(title)} ({len(runs)})</a>")
+        body = "".join(_card_html(card, out_dir) for card in runs)
+        if files:
+            body += "<h3>Tables and plots</h3>" + "".join(_file_html(p, out_dir) for p in files)
+        sections.append(f"<section id={anchor}><h2>{html.escape(title)}</h2>"
+                        f"<p class=note>{html.escape(blurb)}</p>{body}</section>")
+    if not sections:
+        return None
+    problems = "".join(f"<li class=bad>{html.escape(s)}</li>" for s in skipped)
+    page = ("<!doctype html><html lang=en><head><meta charset=utf-8>"
+            "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
+            f"<title>medfuzz report</title><style>{STYLE}</style></head><body>"
+            f"<h1>medfuzz report</h1><p class=note>{len(logs)} file(s) read; written "
+            f"{datetime.now().isoformat(timespec='seconds')}. Plots are embedded; the CSV, HTML and Markdown "
+            "files sit beside this page.</p>"
+            f"<nav>{''.join(nav)}</nav>{''.join(sections)}"
+            + (f"<h2>Not read</h2><ul>{problems}</ul>" if problems else "") + "</body></html>")
+    index = out_dir / INDEX
+    index.write_text(page, encoding="utf-8")
+    return index

