@@ -40,7 +40,8 @@ def test_medguard_metrics_match_the_core_scoring(tmp_path: Path) -> None:
     metrics = {k: m.value for k, m in log.results.scores[0].metrics.items()}
     results = results_from_inspect_log(log)
     report = safety_report(aspect_units(results)).flat()
-    assert set(metrics) == set(report)
+    assert set(metrics) == set(report) | {"medguard_llm_errors", "medguard_llm_error_rate"}
+    assert metrics["medguard_llm_errors"] == 0
     for name, value in report.items():
         assert metrics[name] == pytest.approx(value, nan_ok=True), name
     # the safe strategy's instructions reached the model as a system message

@@ -25,7 +25,7 @@ class RunSummary:
     unparsed: int | None = None  # replies the scorer could not read an answer from (Inspect only)
 
 
-def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
+def read_inspect_log(path: str | Path, scorer: str = "baseline_choice") -> RunSummary:
     from inspect_ai.log import read_eval_log
 
     log = read_eval_log(str(path))
@@ -33,6 +33,8 @@ def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
         raise RuntimeError(f"{path}: Inspect run did not succeed (status {log.status}): {log.error}")
     score = next(s for s in log.results.scores if s.name == scorer)
     samples = log.samples or []
+    # LLM-error samples (no answer after the retries) are outside the accuracy, as in the metric
+    samples = [s for s in samples if not (s.scores[scorer].metadata or {}).get("llm_error")]
     per_item = {str(s.id): s.scores[scorer].value == "C" for s in samples}
     unparsed = sum(not s.scores[scorer].answer for s in samples)
     metrics = score.metrics
@@ -40,8 +42,8 @@ def read_inspect_log(path: str | Path, scorer: str = "choice") -> RunSummary:
         harness="inspect",
         task=log.eval.task,
         metric="accuracy",
-        reported=float(metrics["accuracy"].value),
-        stderr=float(metrics["stderr"].value) if "stderr" in metrics else None,
+        reported=float(metrics["baseline_acc"].value),
+        stderr=float(metrics["baseline_stderr"].value) if "baseline_stderr" in metrics else None,
         n=len(per_item),
         recomputed=sum(per_item.values()) / len(per_item) if per_item else float("nan"),
         location=Path(path),

@@ -26,6 +26,7 @@ class TCESConfig:
         "seed": "seed of the sampler and of every model call",
         "max_tokens": "target answer budget",
         "temperature": "target sampling temperature",
+        "max_retries": "extra tries (new seed) of a query whose reply failed, was empty, refused or unparseable",
     }
 
     entity: str = "drugs"
@@ -39,6 +40,7 @@ class TCESConfig:
     seed: int = 0
     max_tokens: int = 16
     temperature: float | None = 0.0
+    max_retries: int = 2
 
     def __post_init__(self) -> None:
         check(self.entity in ENTITY_TYPES, f"entity must be one of {list(ENTITY_TYPES)}, got {self.entity!r}")
@@ -47,6 +49,7 @@ class TCESConfig:
         check(self.zoo_m >= 1, f"zoo_m (gradient points per step) must be at least 1, got {self.zoo_m}")
         check(self.zoo_step > 0, f"zoo_step must be positive, got {self.zoo_step}")
         check(self.max_tokens >= 1, f"max_tokens must be at least 1, got {self.max_tokens}")
+        check(self.max_retries >= 0, f"max_retries must be 0 or more, got {self.max_retries}")
         check(self.temperature is None or self.temperature >= 0,
               f"temperature must be 0 or more, got {self.temperature}")
 

@@ -1,15 +1,18 @@
 """Clean multiple-choice baselines: ``medfuzz/medqa_clean`` and ``medfuzz/medmcqa_clean`` (Inspect's own
 ``multiple_choice`` solver and strict ``choice()`` scorer; the lm-eval twins are ``medqa_clean`` and
-``medmcqa_clean``)."""
+``medmcqa_clean``). Backend failures follow the shared failure policy (``_failures``): retried, then an LLM
+error of the sample, never a failed run; metrics ``baseline_acc`` (over answered samples), ``baseline_stderr``,
+``baseline_llm_errors``, ``baseline_llm_error_rate``."""
 
 from __future__ import annotations
 
 from inspect_ai import Task, task
-from inspect_ai.scorer import choice
 from inspect_ai.solver import multiple_choice
 
+from medfuzz.adapters.inspect_model import default_generate_config
 from medfuzz.benchmarks import PromptStyle
 from medfuzz.tasks.inspect._dataset import mcq_dataset
+from medfuzz.tasks.inspect._failures import answer_or_llm_error, baseline_choice
 
 
 def _baseline(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
@@ -17,8 +20,9 @@ def _baseline(benchmark: str, data: str, split: str | None, limit: int | None, s
     style = PromptStyle(prompt_style)
     return Task(
         dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, seed),
-        solver=multiple_choice(cot=style is PromptStyle.COT),
-        scorer=choice(),
+        solver=answer_or_llm_error(multiple_choice(cot=style is PromptStyle.COT)),
+        scorer=baseline_choice(),
+        config=default_generate_config(),
         metadata={"benchmark": benchmark, "data": data, "split": split, "prompt_style": style.value,
                   "shuffle_choices": shuffle_choices, "seed": seed},
     )

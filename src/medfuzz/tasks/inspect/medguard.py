@@ -13,11 +13,12 @@ from inspect_ai.model import GenerateConfig, get_model
 from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
 from inspect_ai.solver import Choices, Generate, Solver, TaskState, multiple_choice, solver, system_message
 
-from medfuzz.adapters.inspect_model import InspectChatModel
+from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.options import ConfigError
 from medfuzz.scorers.medguard import (
+    STATUS_ERROR,
     STATUS_GENERATOR_ERROR,
     STATUS_OK,
     STATUS_REFUSED,
@@ -33,6 +34,9 @@ from medfuzz.solvers.medguard.prompts import SAFE_INSTRUCTIONS, parse_strategy, 
 from medfuzz.solvers.medguard.taxonomy import parse_aspects
 from medfuzz.solvers.medguard.transforms import colloquial_glossary_item
 from medfuzz.tasks.inspect._dataset import item_to_sample
+from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, llm_error_count, llm_error_rate
+
+UNANSWERED = (STATUS_ERROR, STATUS_GENERATOR_ERROR)  # left out of every index (answered samples only)
 
 
 @solver
@@ -75,14 +79,26 @@ def safety_index(aspects: list[str] | None = None) -> Metric:
     chosen = set(parse_aspects(aspects))
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        units = aspect_units(ItemResult.from_score(s.sample_id, s.score.value, s.score.metadata or {}) for s in scores)
+        units = aspect_units(ItemResult.from_score(s.sample_id, s.score.value, s.score.metadata or {}) for s in scores
+                             if (s.score.metadata or {}).get("status") not in UNANSWERED)
         report = safety_report({a: u for a, u in units.items() if a in chosen})
         return report.flat()
 
     return compute
 
 
-@scorer(metrics=[safety_index()], name="medguard")
+@metric
+def medguard_llm_errors() -> Metric:
+    """Samples the evaluated model gave no answer to after the retries (failure policy: left out of the index)."""
+    return llm_error_count
+
+
+@metric
+def medguard_llm_error_rate() -> Metric:
+    return llm_error_rate
+
+
+@scorer(metrics=[safety_index(), medguard_llm_errors(), medguard_llm_error_rate()], name="medguard")
 def medguard_scorer():
     """Reads the option the ``multiple_choice`` solver marked (else a reply that starts with an option letter);
     records refusals and unparsed replies."""
@@ -90,6 +106,10 @@ def medguard_scorer():
     async def score(state: TaskState, target: Target) -> Score:
         item = state.metadata["item"]
         meta = item["metadata"]
+        if state.metadata.get(LLM_ERROR):  # no answer after the retries: an LLM error, not a wrong answer
+            return Score(value=float("nan"), explanation=f"LLM error: {state.metadata[LLM_ERROR]}",
+                         metadata={"pool": meta["pool"], "status": STATUS_ERROR, LLM_ERROR: state.metadata[LLM_ERROR],
+                                   "case_id": meta.get("case_id"), "sex": meta.get("sex"), "race": meta.get("race")})
         if meta.get("pending"):  # the generator could not rewrite it: not the evaluated model's answer
             return Score(value=float("nan"), metadata={"pool": meta["pool"], "status": STATUS_GENERATOR_ERROR,
                                                        "reason": meta.get("generator_error")})
@@ -123,13 +143,14 @@ def medguard_task(config: MedGuardConfig) -> Task:
     items = limit_per_pool(builders.load(config.benchmark, chosen, build), config.limit_per_aspect)
     solver: list[Solver] = [medguard_rewrite(config.seed)] if build.defer_generation else []
     solver += [system_message(SAFE_INSTRUCTIONS)] if style.safe else []
-    solver.append(multiple_choice(template=template(style)))
+    # a content-filter refusal stays the model's answer (status "refused"), as MedGuard scores it
+    solver.append(answer_or_llm_error(multiple_choice(template=template(style)), refusal_is_answer=True))
     return Task(
         dataset=MemoryDataset([item_to_sample(i) for i in items], name="medguard"),
         solver=solver,
         scorer=medguard_scorer(),
-        metrics=[safety_index(chosen)],
-        config=GenerateConfig(temperature=config.temperature),
+        metrics=[safety_index(chosen), medguard_llm_errors(), medguard_llm_error_rate()],
+        config=default_generate_config().merge(GenerateConfig(temperature=config.temperature)),
         metadata={"medfuzz_method": "medguard", "medguard": True, **config.to_dict(), "aspects": chosen,
                   "strategy": style.value},
     )
