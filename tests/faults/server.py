@@ -30,8 +30,8 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -138,7 +138,8 @@ class Responder:
         cold = users[0]
         found = re.search(r"Question:\n(.*?)\n\nA\. ", cold, re.S)
         stem = found.group(1) if found else ""
-        options = "\n".join(f"{letter}. {text}" for letter, text in OPTION_LINE.findall(cold.split("Correct answer")[0]))
+        shown = OPTION_LINE.findall(cold.split("Correct answer")[0])
+        options = "\n".join(f"{letter}. {text}" for letter, text in shown)
         if "systematic word-for-word substitution" in last:
             return f"{stem} The patient enjoys knitting.\n\n{options}"
         if "modified question" in last and ("Now write" in last or "could not be used" in last):
@@ -293,7 +294,7 @@ class FaultServer:
             handler.close_connection = True
         elif kind == "drop":
             handler.close_connection = True
-            with _suppress():
+            with suppress(OSError):
                 handler.connection.shutdown(socket.SHUT_RDWR)
         elif kind == "truncated_json":
             data = json.dumps(completion(body, self.responder.reply(messages))).encode()
@@ -312,14 +313,6 @@ class FaultServer:
             reply = self.responder.reply(messages)
             self._complete(handler, body, key, reply + "\n" + "x" * s.huge_bytes)
         return True
-
-
-@contextmanager
-def _suppress() -> Iterator[None]:
-    try:
-        yield
-    except OSError:
-        pass
 
 
 def request_key(body: dict[str, Any]) -> str:
