@@ -13,8 +13,10 @@ MedFuzz attacker that appends a harmless sentence). On top of that a seeded ``Sc
 - configuration: ``auth`` (401) and ``not_found`` (404, unknown model), on every call.
 
 Which requests get the fault: ``poison`` (substrings; a request whose messages contain one is faulty on every
-attempt — an *unrecoverable* fault for that item) and ``rate`` (a seeded share of distinct requests, faulty on
-their first ``times`` attempts only — a *transient* fault that a retry of the identical request gets past).
+attempt — an *unrecoverable* fault for that item) and ``rate`` (a seeded share of dialogs, identified by their
+opening system and user messages, whose first ``times`` calls are faulty — a *transient* fault that one retry
+gets past, whether the client repeats the identical request, the engine asks again with a new seed, or a dialog
+goes on).
 
 The server counts everything per request key (a hash of the canonical request body): calls, completed 200
 replies, faults served. ``hold_after`` makes it stop answering (hold new requests open) after that many
@@ -67,7 +69,7 @@ class Schedule:
             raise ValueError(f"unknown fault kind {self.kind!r}; known: {FAULT_KINDS}")
 
     def faulty(self, key: str, text: str, attempt: int) -> bool:
-        """Whether this attempt (0-based, per request key) of a request gets the fault."""
+        """Whether this attempt (0-based, per conversation ``key``) gets the fault."""
         if self.kind is None:
             return False
         if self.kind in CONFIG_FAULTS or any(marker in text for marker in self.poison):
@@ -81,7 +83,7 @@ class Stats:
     calls: int = 0
     completed: int = 0
     faults: Counter = field(default_factory=Counter)
-    attempts: Counter = field(default_factory=Counter)  # request key -> calls
+    attempts: Counter = field(default_factory=Counter)  # conversation key -> calls
     completed_keys: Counter = field(default_factory=Counter)  # request key -> 200 replies delivered
     failed_keys: set = field(default_factory=set)  # keys that got a fault at least once
     authorization: list = field(default_factory=list)  # Authorization headers seen (the canary test reads them)
@@ -149,6 +151,13 @@ class Responder:
         return "Plan: add a hobby that hints at a distractor."
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that give up on a hung or dropped request reset the connection: expected here, not news."""
+
+
 class FaultServer:
     """``with FaultServer(schedule) as server:`` — ``server.base_url`` is ``http://127.0.0.1:PORT/v1``."""
 
@@ -160,8 +169,7 @@ class FaultServer:
         self.hold_after = hold_after
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
+        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     # ---------------------------------------------------------------------------------------- lifecycle
@@ -251,18 +259,19 @@ class FaultServer:
     def _serve(self, handler: Any, body: dict[str, Any]) -> None:
         messages = body.get("messages") or []
         key = request_key(body)
+        conversation = request_key({"messages": messages[:2]})  # the dialog, whatever follows its opening
         text = "\n".join(_text(m.get("content")) for m in messages)
         with self.lock:
             schedule = self.schedule
-            attempt = self.stats.attempts[key]
-            self.stats.attempts[key] += 1
+            attempt = self.stats.attempts[conversation]
+            self.stats.attempts[conversation] += 1
             self.stats.calls += 1
             self.stats.authorization.append(handler.headers.get("Authorization", ""))
             hold = self.hold_after is not None and self.stats.completed >= self.hold_after
         if hold:  # held open until the server stops (the client is killed meanwhile)
             self.stopping.wait()
             return
-        if schedule.faulty(key, text, attempt):
+        if schedule.faulty(conversation, text, attempt):
             with self.lock:
                 self.stats.faults[schedule.kind] += 1
                 self.stats.failed_keys.add(key)

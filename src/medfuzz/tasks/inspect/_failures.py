@@ -111,12 +111,17 @@ def answered(scores: list[SampleScore]) -> list[SampleScore]:
     return [s for s in scores if not llm_error_of(s)]
 
 
-def llm_error_count(scores: list[SampleScore]) -> float:
-    return float(sum(bool(llm_error_of(s)) for s in scores))
+def llm_error_count() -> Callable[[list[SampleScore]], float]:
+    """A new metric function (Inspect's registry tags the function object, so each metric needs its own)."""
+    def count(scores: list[SampleScore]) -> float:
+        return float(sum(bool(llm_error_of(s)) for s in scores))
+    return count
 
 
-def llm_error_rate(scores: list[SampleScore]) -> float:
-    return llm_error_count(scores) / len(scores) if scores else math.nan
+def llm_error_rate() -> Callable[[list[SampleScore]], float]:
+    def rate(scores: list[SampleScore]) -> float:
+        return llm_error_count()(scores) / len(scores) if scores else math.nan
+    return rate
 
 
 def over_answered(compute: Callable[[list[SampleScore]], Any]) -> Callable[[list[SampleScore]], Any]:
@@ -142,12 +147,12 @@ def baseline_stderr() -> Metric:
 @metric
 def baseline_llm_errors() -> Metric:
     """Samples that got no answer after the retries (transport errors, empty replies, refusals)."""
-    return llm_error_count
+    return llm_error_count()
 
 
 @metric
 def baseline_llm_error_rate() -> Metric:
-    return llm_error_rate
+    return llm_error_rate()
 
 
 @scorer(metrics=[baseline_acc(), baseline_stderr(), baseline_llm_errors(), baseline_llm_error_rate()])
