@@ -84,6 +84,7 @@ class Stats:
     completed: int = 0
     faults: Counter = field(default_factory=Counter)
     attempts: Counter = field(default_factory=Counter)  # conversation key -> calls
+    requested_keys: Counter = field(default_factory=Counter)  # request key -> calls
     completed_keys: Counter = field(default_factory=Counter)  # request key -> 200 replies delivered
     failed_keys: set = field(default_factory=set)  # keys that got a fault at least once
     authorization: list = field(default_factory=list)  # Authorization headers seen (the canary test reads them)
@@ -265,6 +266,7 @@ class FaultServer:
             schedule = self.schedule
             attempt = self.stats.attempts[conversation]
             self.stats.attempts[conversation] += 1
+            self.stats.requested_keys[key] += 1
             self.stats.calls += 1
             self.stats.authorization.append(handler.headers.get("Authorization", ""))
             hold = self.hold_after is not None and self.stats.completed >= self.hold_after
