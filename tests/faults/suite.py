@@ -5,7 +5,7 @@ provider (the real HTTP client) and returns what happened: whether the run compl
 its metrics report, how many sample errors or run errors (crashes) there were, and how many LLM errors the
 schedule makes unavoidable (``expected``). Modes:
 
-- ``transient``: half the dialogs fail on their first call (one retry gets past every fault): 0 LLM errors;
+- ``transient``: every dialog fails on its first call (one retry gets past every fault): 0 LLM errors;
 - ``unrecoverable``: every call about one item fails: that item's units are LLM errors (a reply that is an
   answer, however bad — a letter outside the options, a huge reply, a MedGuard refusal — is scored, not an
   error: see ``expected_errors``);
@@ -124,7 +124,7 @@ def run_case(server: FaultServer, task_name: str, kind: str | None, mode: str, l
     if kind in CONFIG_FAULTS:
         schedule = Schedule(kind=kind)
     elif mode == "transient":
-        schedule = Schedule(kind=kind, rate=0.5, times=1, seed=7)
+        schedule = Schedule(kind=kind, rate=1.0, times=1, seed=7)
     else:
         schedule = Schedule(kind=kind, poison=(marker(task),))
     server.reset(schedule)
