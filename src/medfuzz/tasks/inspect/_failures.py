@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from inspect_ai.model import get_model
 from inspect_ai.scorer import (
     NOANSWER,
     Metric,
@@ -82,10 +83,11 @@ def answer_or_llm_error(inner: Solver, retries: int | None = None, backoff: floa
                 except LimitExceededError:
                     raise
                 except Exception as err:  # what Inspect's own retries let through
-                    fatal = config_failure(err)
+                    secrets = (getattr(get_model().api, "api_key", None),)  # never kept in a reason or raised
+                    fatal = config_failure(err, secrets)
                     if fatal is not None:
                         raise fatal from None
-                    problem = describe(err)
+                    problem = describe(err, secrets)
                     continue
                 problem = _problem(state, refusal_is_answer) or ""
                 if not problem:
