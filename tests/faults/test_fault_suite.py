@@ -49,3 +49,32 @@ def test_a_configuration_failure_stops_the_run_with_its_reason(server, task, kin
     outcome = run_case(server, task, kind, "unrecoverable", tmp_path / "logs", tmp_path / "cache")
     assert outcome.status == "error" and not outcome.completed, outcome
     assert ("HTTP 401" if kind == "auth" else "HTTP 404") in outcome.error and "the run stops" in outcome.error
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_lm_eval_attack_path_recovers_from_transient_faults(server, kind, tmp_path: Path) -> None:
+    """The lm-eval attack path (our OpenAI-compatible client + the MedFuzz engine): every dialog's first call
+    faulty, the attack still finishes every item without an LLM error."""
+    from medfuzz.tasks.lm_eval.medfuzz import attack_with_cache
+    from tests.faults.server import Schedule
+
+    server.reset(Schedule(kind=kind, rate=1.0, times=1, hang_seconds=30))
+    results = attack_with_cache("medqa", target_base_url=server.base_url, target_model="fault-model", data="demo",
+                                attack_limit=2, turns=1, replicates=1, exemplars=0, controls=0,
+                                max_tokens_scale=0.25, cache_dir=str(tmp_path / "attacks"))
+    assert server.stats.faults[kind] > 0
+    assert [r.counts()["llm_error"] for r in results] == [0, 0], [r.replicates[0].error for r in results]
+
+
+@pytest.mark.parametrize("kind", CONFIG_FAULTS)
+def test_lm_eval_attack_path_stops_on_a_configuration_failure(server, kind, tmp_path: Path) -> None:
+    from medfuzz.models.failures import ModelConfigError
+    from medfuzz.tasks.lm_eval.medfuzz import attack_with_cache
+    from tests.faults.server import Schedule
+
+    server.reset(Schedule(kind=kind))
+    with pytest.raises(ModelConfigError, match="HTTP 401" if kind == "auth" else "HTTP 404"):
+        attack_with_cache("medqa", target_base_url=server.base_url, target_model="fault-model", data="demo",
+                          attack_limit=2, turns=1, replicates=1, exemplars=0, controls=0,
+                          cache_dir=str(tmp_path / "attacks"))
+    assert not list((tmp_path / "attacks").glob("*.jsonl"))  # nothing cached as the items' outcome
