@@ -8,6 +8,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
+@pytest.fixture(autouse=True)
+def _no_call_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model-call cache is off in tests unless a test turns it on with its own folders: a reply cached by
+    one test (or an earlier session) must not answer another's scripted call."""
+    monkeypatch.setenv("MEDFUZZ_CALL_CACHE", "off")
+
+
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES

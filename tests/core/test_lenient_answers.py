@@ -28,12 +28,12 @@ def test_strict_and_lenient_scores_side_by_side(baseline_log: Path) -> None:
 
     log = read_eval_log(str(baseline_log))
     assert [s.target for s in log.samples][:3] == ["C", "A", "D"]
-    assert [s.scores["choice"].value for s in log.samples] == ["C", "I", "I", "I"]
+    assert [s.scores["baseline_choice"].value for s in log.samples] == ["C", "I", "I", "I"]
     assert [s.scores["lenient_choice"].value for s in log.samples] == ["C", "C", "I", "I"]
     assert [s.scores["lenient_choice"].answer for s in log.samples] == ["C", "A", "B", ""]
     assert [s.scores["lenient_choice"].metadata["lenient_needed"] for s in log.samples] == [False, True, True, False]
     by_name = {s.name: s.metrics for s in log.results.scores}
-    assert by_name["choice"]["accuracy"].value == pytest.approx(0.25)
+    assert by_name["baseline_choice"]["baseline_acc"].value == pytest.approx(0.25)
     assert by_name["lenient_choice"]["lenient_accuracy"].value == pytest.approx(0.5)
     assert by_name["lenient_choice"]["lenient_needed"].value == 2
 

@@ -77,7 +77,8 @@ def test_medmcqa_zero_based_override(tmp_path):
 def test_malformed_medqa_row_names_file_row_field(tmp_path, mutate, field, problem):
     bad = json.loads(json.dumps(GOOD))
     mutate(bad)
-    path = write_jsonl(tmp_path / "bad.jsonl", [GOOD, GOOD, bad])
+    other = {**GOOD, "question": GOOD["question"] + " Another case."}  # two good rows, not duplicates
+    path = write_jsonl(tmp_path / "bad.jsonl", [GOOD, other, bad])
     with pytest.raises(DataError) as err:
         load_medqa(path)
     message = str(err.value)
@@ -143,8 +144,30 @@ def test_json_dict_keyed_by_id(tmp_path):
 def test_duplicate_ids_rejected(tmp_path):
     row = {"id": "same", "question": "Q", "options": {"A": "a", "B": "b"}, "answer": "A"}
     path = write_jsonl(tmp_path / "dup.jsonl", [row, row])
-    with pytest.raises(DataError, match="row 2, field 'id': duplicate id"):
+    with pytest.raises(DataError, match=r"row 2, field 'id': duplicate id 'same' \(also row 1\)"):
         load_local(path, ColumnMap(id="id"))
+
+
+def test_duplicate_rows_rejected_naming_both_rows(tmp_path, fixtures):
+    rows = [json.loads(line) for line in (fixtures / "medqa_small.jsonl").read_text().splitlines()]
+    path = write_jsonl(tmp_path / "dup.jsonl", [rows[0], rows[1], rows[2], dict(rows[1])])
+    with pytest.raises(DataError, match=r"dup.jsonl, row 4: repeats row 2 \(same question, options and answer\)"):
+        load_medqa(path)
+
+
+def test_duplicate_rows_warned_when_asked(tmp_path, caplog):
+    from medfuzz.benchmarks.loaders import items_from_records
+
+    row = {"question": "Q", "options": {"A": "a", "B": "b"}, "answer": "A"}
+    items = items_from_records([(1, row), (2, dict(row))], ColumnMap(), "x", "x", duplicates="warn")
+    assert len(items) == 2 and "row 2: repeats row 1" in caplog.text
+
+
+def test_csv_with_byte_order_mark(tmp_path):
+    text = "question,options,answer\nWhat?,\"{\"\"A\"\": \"\"a\"\", \"\"B\"\": \"\"b\"\"}\",B\n"
+    (tmp_path / "bom.csv").write_bytes("\ufeff".encode() + text.encode())
+    [item] = load_local(tmp_path / "bom.csv")
+    assert item.question == "What?" and item.answer == "B"
 
 
 @pytest.mark.parametrize(

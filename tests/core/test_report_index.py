@@ -92,7 +92,7 @@ def test_index_has_a_section_per_method_and_a_card_per_run(report: Path) -> None
         assert f"<section id={section}>" in page, section
     assert page.count("<div class=run>") == 6  # baseline, MedFuzz, 2 x TCES, MedGuard, lm-eval
     # baseline: strict and lenient accuracy side by side (1/4 strict; 2/4 lenient, 2 replies needed it)
-    assert re.search(r"strict accuracy \(Inspect choice\)</th><td class=num>0\.25 ± 0\.25", page)
+    assert re.search(r"strict accuracy \(Inspect choice, answered samples\)</th><td class=num>0\.25 ± 0\.25", page)
     assert re.search(r"lenient accuracy</th><td class=num>0\.5 ± 0\.289", page)
     assert re.search(r"replies only the lenient reading could use</th><td class=num>2<", page)
     # MedFuzz cost per role from the engine ledgers, beside the bound logged up front

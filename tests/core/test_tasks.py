@@ -19,9 +19,10 @@ def test_inspect_medqa_scores_letters_and_shuffles(tmp_path):
     log = inspect_eval(medqa_clean(data="demo", limit=3), model="medfuzz-scripted/x", log_dir=str(tmp_path),
                        display="none")[0]
     assert log.status == "success"
-    values = [s.scores["choice"].value for s in log.samples]
+    values = [s.scores["baseline_choice"].value for s in log.samples]
     assert [s.target for s in log.samples] == ["C", "A", "D"] and values == ["C", "C", "I"]
-    assert log.results.scores[0].metrics["accuracy"].value == 2 / 3
+    metrics = log.results.scores[0].metrics
+    assert metrics["baseline_acc"].value == 2 / 3 and metrics["baseline_llm_errors"].value == 0
 
     shuffled = medqa_clean(data="demo", limit=3, shuffle_choices=True, seed=5).dataset
     again = medqa_clean(data="demo", limit=3, shuffle_choices=True, seed=5).dataset

@@ -19,6 +19,7 @@ from typing import Any
 
 from medfuzz.benchmarks import load_items
 from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
+from tests.golden import portable
 from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, models, probability_table
 
 GOLDEN = Path(__file__).parents[1] / "fixtures" / "golden" / "medfuzz_item.json"
@@ -52,7 +53,7 @@ async def golden_run(fixtures: Path) -> dict[str, Any]:
     config = MedFuzzConfig(turns=3, replicates=2, exemplars=1, controls=4, control_batch=2, option_orders=2,
                            pvalue_prompt="dialog", seed=11)
     result = await MedFuzzEngine(t, a, config, exemplar_pool=pool).run_item(ITEM)
-    return json.loads(json.dumps(result.to_dict()))
+    return portable(json.loads(json.dumps(result.to_dict())))
 
 
 async def test_golden_item_result(fixtures):
@@ -60,7 +61,7 @@ async def test_golden_item_result(fixtures):
     if os.environ.get("MEDFUZZ_REGENERATE_GOLDEN"):
         GOLDEN.parent.mkdir(parents=True, exist_ok=True)
         GOLDEN.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    expected = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    expected = portable(json.loads(GOLDEN.read_text(encoding="utf-8")))
     found = differences(expected, actual)
     assert not found, "MedFuzz output differs from the golden file:\n" + "\n".join(found[:40])
 

@@ -166,12 +166,8 @@ def test_attack_first_is_cached_and_resumable(tmp_path):
     [good_cache] = list((tmp_path / "cache").glob("medqa-*.jsonl"))
     other = attack_with_cache("medqa", target_base_url="http://127.0.0.1:9/v1", **{**settings, "seed": 1})
     assert [r.replicates[0].outcome.value for r in other] == ["llm_error"] * 2  # unreachable: errors, no crash
-    [error_cache] = [p for p in (tmp_path / "cache").glob("medqa-*.jsonl") if p != good_cache]
-    lines = len(error_cache.read_text().splitlines())
-    attack_with_cache("medqa", target_base_url="http://127.0.0.1:9/v1", **{**settings, "seed": 1})
-    assert len(error_cache.read_text().splitlines()) == lines  # cached errors are reused by default
-    attack_with_cache("medqa", target_base_url="http://127.0.0.1:9/v1", **{**settings, "seed": 1, "retry_errors": 1})
-    assert len(error_cache.read_text().splitlines()) == lines + 2  # ... and attacked again with retry_errors
+    # a connection failure is not a fact about the item: nothing stored, the next run asks again
+    assert [p for p in (tmp_path / "cache").glob("medqa-*.jsonl") if p != good_cache] == []
 
 
 def test_docs_need_a_source_and_some_fuzzed_items(tmp_path):

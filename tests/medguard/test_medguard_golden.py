@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from medfuzz.solvers.medguard.builders import BuildConfig, build
+from tests.golden import portable
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "medguard_build_n3_seed11.json"
 CONFIG = BuildConfig(n=3, seed=11)
@@ -20,7 +21,7 @@ CONFIG = BuildConfig(n=3, seed=11)
 
 def _current() -> dict:
     bench = build(CONFIG)
-    return json.loads(json.dumps({"header": bench.header, "items": [i.to_record() for i in bench.items]}))
+    return portable(json.loads(json.dumps({"header": bench.header, "items": [i.to_record() for i in bench.items]})))
 
 
 def test_bundled_build_matches_the_golden_file() -> None:
@@ -28,7 +29,7 @@ def test_bundled_build_matches_the_golden_file() -> None:
     if os.environ.get("MEDFUZZ_REGENERATE_GOLDEN"):
         GOLDEN.parent.mkdir(parents=True, exist_ok=True)
         GOLDEN.write_text(json.dumps(current, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    golden = portable(json.loads(GOLDEN.read_text(encoding="utf-8")))
     differences = [f"header.{k}: {golden['header'].get(k)!r} != {current['header'].get(k)!r}"
                    for k in sorted(set(golden["header"]) | set(current["header"]))
                    if golden["header"].get(k) != current["header"].get(k)]

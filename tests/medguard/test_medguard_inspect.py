@@ -45,7 +45,8 @@ def test_medguard_metrics_match_the_core_scoring(tmp_path: Path) -> None:
     positions = position_report(results)
     report.update({f"{a.value}_chance": p.chance for a, p in positions.items()})
     report.update({f"{a.value}_answer_{k}": v for a, p in positions.items() for k, v in p.answers.items()})
-    assert set(metrics) == set(report)
+    assert set(metrics) == set(report) | {"medguard_llm_errors", "medguard_llm_error_rate"}
+    assert metrics["medguard_llm_errors"] == 0
     for name, value in report.items():
         assert metrics[name] == pytest.approx(value, nan_ok=True), name
     # chance levels and the letter distribution of a model that always answers B

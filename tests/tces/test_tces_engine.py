@@ -107,16 +107,33 @@ async def test_no_entity_spends_no_query(fixtures, resources) -> None:
 
 
 @pytest.mark.parametrize(("replies", "where"), [
-    ([RuntimeError("HTTP 500")], "clean question: RuntimeError: HTTP 500"),
-    (["I cannot answer medical questions."], "clean question: unparseable answer"),
-    (["C", "C", RuntimeError("timeout")], "query 2: RuntimeError: timeout"),
-    (["C", Generation(text="", error="refusal: content filter")], "query 1: refusal"),
+    ([RuntimeError("HTTP 500")] * 3, "clean question: RuntimeError: HTTP 500"),
+    (["I cannot answer medical questions."] * 3, "clean question: unparseable answer"),
+    (["C", "C", *[RuntimeError("timeout")] * 3], "query 2: RuntimeError: timeout"),
+    (["C", *[Generation(text="", error="refusal: content filter")] * 3], "query 1: refusal"),
 ])
 async def test_llm_errors_are_outcomes(item, resources, replies, where) -> None:
+    """A query is an LLM error only after max_retries (default 2) more tries also failed."""
     result = await attack_item(item, ScriptedChatModel(list(replies)), resources, config(budget=5))
     assert result.outcome is Outcome.LLM_ERROR
     assert result.reason.startswith(where)
     assert result.usage["target"]["calls"] == len(replies)
+
+
+@pytest.mark.parametrize("bad", ["", "I cannot answer medical questions.", "H",
+                                 Generation(text="", error="refusal: content filter"), RuntimeError("HTTP 503")])
+async def test_one_bad_reply_is_retried_with_a_new_seed(item, resources, bad) -> None:
+    model = ScriptedChatModel([bad, "C", "C"])
+    result = await attack_item(item, model, resources, config(budget=1))
+    assert result.outcome is not Outcome.LLM_ERROR and result.clean_answer == "C"
+    first, retry = model.calls[0].options["seed"], model.calls[1].options["seed"]
+    assert first == config(budget=1).seed and retry != first
+    assert result.queries_used == 1  # the retry is not an attack query
+
+
+async def test_no_retry_when_max_retries_is_zero(item, resources) -> None:
+    result = await attack_item(item, ScriptedChatModel([""]), resources, config(budget=1, max_retries=0))
+    assert result.outcome is Outcome.LLM_ERROR and result.usage["target"]["calls"] == 1
 
 
 async def test_candidates_exclude_options_and_never_repeat(item, resources) -> None:

@@ -22,6 +22,7 @@ from medfuzz.benchmarks import load_items
 from medfuzz.models import ScriptedChatModel
 from medfuzz.samplers.vocab import load_drugcentral
 from medfuzz.solvers.tces.attack import TCESConfig, TCESResources, attack_item
+from tests.golden import portable
 from tests.tces.test_tces_engine import TableEncoder, _with_key_probability
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
@@ -61,8 +62,8 @@ async def test_golden_result(name: str, fixtures: Path) -> None:
     resources = TCESResources(vocab, encoder, encoder.encode(vocab.names))
     item = load_items("medqa", fixtures / "medqa_small.jsonl")[0]
     result = await attack_item(item, ScriptedChatModel(list(replies)), resources, config)
-    actual = json.loads(json.dumps(result.to_dict()))  # what a log stores
+    actual = portable(json.loads(json.dumps(result.to_dict())))  # what a log stores, paths made portable
     path = GOLDEN / f"{name}.json"
     if os.environ.get("MEDFUZZ_REGENERATE_GOLDEN"):
         path.write_text(json.dumps(actual, indent=1, ensure_ascii=False) + "\n")
-    compare(actual, json.loads(path.read_text()), name)
+    compare(actual, portable(json.loads(path.read_text())), name)

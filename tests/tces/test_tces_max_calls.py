@@ -8,10 +8,11 @@ from medfuzz.solvers.tces.config import TCESConfig
 
 
 def test_max_calls_by_hand() -> None:
-    assert TCESConfig(budget=8).max_calls(50) == {"target": 50 * 9}
-    assert TCESConfig(budget=1, sampler="rands").max_calls(3) == {"target": 6}
+    # each query may be retried max_retries times (default 2) when the reply is unusable
+    assert TCESConfig(budget=8).max_calls(50) == {"target": 50 * 9 * 3}
+    assert TCESConfig(budget=1, sampler="rands", max_retries=0).max_calls(3) == {"target": 6}
     # DiscreteZOO's M gradient points are queries within B, not on top of it
-    assert TCESConfig(budget=8, sampler="zoo", zoo_m=5).max_calls(2) == {"target": 18}
+    assert TCESConfig(budget=8, sampler="zoo", zoo_m=5, max_retries=0).max_calls(2) == {"target": 18}
 
 
 def test_inspect_task_logs_the_bound_before_running(caplog) -> None:
@@ -22,7 +23,7 @@ def test_inspect_task_logs_the_bound_before_running(caplog) -> None:
 
     fixtures = Path(__file__).parents[1] / "fixtures"
     with caplog.at_level("WARNING", logger="medfuzz.tasks.inspect._cost"):
-        task = tces_medqa(data=str(fixtures / "medqa_small.jsonl"), budget=3,
+        task = tces_medqa(data=str(fixtures / "medqa_small.jsonl"), budget=3, max_retries=0,
                           vocabulary=str(fixtures / "tces" / "drugs_drugcentral.csv"))
     items = len(task.dataset)
     assert task.metadata["max_calls"] == {"target": 4 * items}

@@ -1,7 +1,17 @@
 """An Inspect ``Model`` (any provider Inspect supports) as a medfuzz ``ChatModel``.
 
 Inspect's own retry, caching, concurrency limits and logging stay in charge; we translate messages in and
-turn a failed or refused generation into a recorded ``Generation.error``.
+turn a failed or refused generation into a recorded ``Generation.error`` (a configuration failure, 401/403/404,
+raises ``ModelConfigError`` instead: the run stops with that reason).
+
+Two defaults every call gets unless the user set them (``docs/foundation.md``, "Failure policy"):
+
+- ``attempt_timeout`` (``ATTEMPT_TIMEOUT`` = 20 s): Inspect cuts a hung request only with it, and model roles
+  do not inherit it from the task or the CLI, so it is set here per call when neither the model's own config
+  nor the active one has it;
+- the call cache: Inspect's ``CachePolicy`` (expiry from ``MEDFUZZ_CALL_CACHE``, default one week; ``off`` turns
+  it off). The engines seed every call, so a cached reply is the reply; ``inspect eval-retry`` after a kill
+  then re-pays none of the calls that had completed.
 """
 
 from __future__ import annotations
@@ -10,16 +20,37 @@ from collections.abc import Sequence
 from typing import Any
 
 from inspect_ai.model import (
+    CachePolicy,
     ChatMessageAssistant,
     ChatMessageSystem,
     ChatMessageUser,
     GenerateConfig,
     Model,
 )
+from inspect_ai.model._generate_config import active_generate_config  # not re-exported; needed to respect it
+from inspect_ai.util import LimitExceededError
 
+from medfuzz.models import call_cache
+from medfuzz.models.failures import cap_reply, config_failure, describe
 from medfuzz.models.logprobs import TokenLogprob, extract_letter_logprobs
 from medfuzz.models.openai_compat import TOP_LOGPROBS
 from medfuzz.models.protocol import ChatMessage, Generation, TokenUsage
+
+ATTEMPT_TIMEOUT = 20  # seconds per attempt; a hung connection becomes a retry
+MAX_RETRIES = 3
+REQUEST_TIMEOUT = 60  # seconds for a call including its retries: then it is an LLM error
+
+
+def default_generate_config() -> GenerateConfig:
+    """The per-task defaults (``Task(config=...)``): a bounded call time instead of Inspect's retry-forever.
+    ``--attempt-timeout``, ``--max-retries`` and ``--timeout`` on the command line override them."""
+    return GenerateConfig(attempt_timeout=ATTEMPT_TIMEOUT, max_retries=MAX_RETRIES, timeout=REQUEST_TIMEOUT)
+
+
+def cache_policy() -> CachePolicy | bool:
+    """Inspect's cache policy for engine calls, from ``MEDFUZZ_CALL_CACHE`` (``False`` when it is off)."""
+    return CachePolicy(expiry=call_cache.expiry(), per_epoch=True) if call_cache.enabled() else False
+
 
 _MESSAGE_TYPES: dict[str, Any] = {
     "system": ChatMessageSystem,
@@ -44,24 +75,32 @@ class InspectChatModel:
         letters: Sequence[str] | None = None,
     ) -> Generation:
         config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, seed=seed)
+        if self._model.config.attempt_timeout is None and active_generate_config().attempt_timeout is None:
+            config = config.merge(GenerateConfig(attempt_timeout=ATTEMPT_TIMEOUT))
         if letters:
             # set per call: the CLI's --logprobs does not reach role models (DESIGN §4)
             config = config.merge(GenerateConfig(logprobs=True, top_logprobs=TOP_LOGPROBS))
         inspect_messages = [_MESSAGE_TYPES[m.role](content=m.content) for m in messages]
         try:
-            output = await self._model.generate(inspect_messages, config=config)
+            output = await self._model.generate(inspect_messages, config=config, cache=cache_policy())
+        except LimitExceededError:  # Inspect's own sample limits end the sample as Inspect decides
+            raise
         except Exception as err:  # provider errors that survived Inspect's retries
-            return Generation(text="", error=f"{type(err).__name__}: {err}", model=self.name)
+            fatal = config_failure(err, (getattr(self._model.api, "api_key", None),))
+            if fatal is not None:
+                raise fatal from None
+            return Generation(text="", error=describe(err, (getattr(self._model.api, "api_key", None),)),
+                              model=self.name)
         usage = TokenUsage(
             input_tokens=output.usage.input_tokens if output.usage else 0,
             output_tokens=output.usage.output_tokens if output.usage else 0,
         )
         if output.error:
-            return Generation(text="", error=output.error, usage=usage, model=self.name)
+            return Generation(text="", error=str(output.error)[:500], usage=usage, model=self.name)
         if not output.choices:
             return Generation(text="", error="empty response (no choices)", usage=usage, model=self.name)
         choice = output.choices[0]
-        text = output.completion
+        text = cap_reply(output.completion)
         if choice.stop_reason == "content_filter" and not text.strip():
             return Generation(text="", error="refusal: content filter", usage=usage, model=self.name)
         letter_logprobs = None

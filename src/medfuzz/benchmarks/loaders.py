@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -28,6 +29,9 @@ HF_MEDQA = "GBaker/MedQA-USMLE-4-options"
 HF_MEDMCQA = "openlifescienceai/medmcqa"
 
 AnswerFormat = Literal["letter", "index0", "index1", "text"]
+Duplicates = Literal["error", "warn"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ def _medmcqa_columns(cop_base: int) -> ColumnMap:
 def _decode(path: Path) -> str:
     raw = path.read_bytes()
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")  # a byte-order mark (Excel's "CSV UTF-8") is not part of the first column
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
         raise DataError(path, line, None, f"is not valid UTF-8 (byte {raw[err.start]:#04x} at offset "
@@ -216,23 +220,36 @@ def items_from_records(
     source: str,
     id_prefix: str,
     extra_check: Any = None,
+    duplicates: Duplicates = "error",
 ) -> list[MCQItem]:
-    """Validate records and build items. ``extra_check(row, record, item)`` may raise a ``DataError``."""
+    """Validate records and build items. ``extra_check(row, record, item)`` may raise a ``DataError``.
+
+    A repeated id, or a row repeating an earlier row's question, options and answer, is a ``DataError`` naming
+    both rows (a duplicate would be evaluated twice and weigh double); ``duplicates="warn"`` logs repeated
+    rows instead (for published data sets known to repeat questions) and keeps them."""
     items: list[MCQItem] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
+    contents: dict[tuple[str, tuple[str, ...], str], int] = {}
     for row, record in records:
         question = _text_field(source, row, record, columns.question)
         options = _options(source, row, record, columns.options)
         answer = _answer(source, row, record, columns, options)
         item_id = str(record[columns.id]) if columns.id and record.get(columns.id) else f"{id_prefix}-{row:05d}"
         if item_id in seen:
-            raise DataError(source, row, columns.id or "id", f"duplicate id {item_id!r}")
-        seen.add(item_id)
+            raise DataError(source, row, columns.id or "id", f"duplicate id {item_id!r} (also row {seen[item_id]})")
+        seen[item_id] = row
         metadata = {"source": source, "row": row}
         metadata.update({key: record.get(key) for key in columns.metadata if key in record})
         item = MCQItem(id=item_id, question=question, options=options, answer=answer, metadata=metadata)
         if extra_check is not None:
             extra_check(row, record, item)
+        content = (clean_text(question), tuple(clean_text(t) for t in options.values()), answer)
+        if content in contents:
+            problem = f"repeats row {contents[content]} (same question, options and answer)"
+            if duplicates == "error":
+                raise DataError(source, row, None, problem)
+            log.warning("%s, row %d: %s; kept", source, row, problem)
+        contents.setdefault(content, row)
         items.append(item)
     if not items:
         raise DataError(source, None, None, "holds no rows")
@@ -278,7 +295,8 @@ def load_medqa(data: str | Path = "hf", split: str = "test") -> list[MCQItem]:
         path = DEMO_MEDQA if str(data) == "demo" else Path(data)
         source, records = str(path), read_rows(path)
         prefix = "medqa-dev" if str(data) == "demo" else f"medqa-{path.stem}"
-    return items_from_records(records, MEDQA_COLUMNS, source, prefix, _check_medqa_answer_text(source))
+    return items_from_records(records, MEDQA_COLUMNS, source, prefix, _check_medqa_answer_text(source),
+                              duplicates="warn" if str(data) == "hf" else "error")
 
 
 def load_medmcqa(data: str | Path = "hf", split: str = "validation", cop_base: int | None = None) -> list[MCQItem]:
@@ -297,7 +315,8 @@ def load_medmcqa(data: str | Path = "hf", split: str = "validation", cop_base: i
         base = 1 if cop_base is None else cop_base
     if base not in (0, 1):
         raise MedfuzzError(f"cop_base must be 0 or 1, got {base}")
-    return items_from_records(records, _medmcqa_columns(base), source, "medmcqa")
+    return items_from_records(records, _medmcqa_columns(base), source, "medmcqa",
+                              duplicates="warn" if str(data) == "hf" else "error")
 
 
 BENCHMARKS = {"medqa": load_medqa, "medmcqa": load_medmcqa}

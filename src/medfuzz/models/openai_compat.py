@@ -1,7 +1,13 @@
 """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp server, ...) as a ``ChatModel``.
 
-Retries, back-off and timeouts are the ``openai`` client's own (``max_retries``, ``timeout``); we only turn
-what is left of a failure into a recorded ``Generation.error``.
+Retries, back-off and timeouts are the ``openai`` client's own: ``timeout`` seconds per attempt (default
+``DEFAULT_TIMEOUT`` = 20 s) and ``max_retries`` retries of 429, 5xx, time-outs and dropped connections (default
+``DEFAULT_RETRIES`` = 2, honouring ``Retry-After``), so a hung connection is retried after 20 s and becomes an
+LLM error after about a minute. What is left of a failure becomes a recorded ``Generation.error``, except a
+configuration failure (401/403/404), which raises ``ModelConfigError`` (``medfuzz.models.failures``).
+
+The API key comes from the ``api_key`` argument or the ``OPENAI_API_KEY`` environment variable; it is never
+part of a result, an error message or a cache key.
 """
 
 from __future__ import annotations
@@ -10,10 +16,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from medfuzz.models.failures import cap_reply, config_failure, describe
 from medfuzz.models.logprobs import TokenLogprob, extract_letter_logprobs
 from medfuzz.models.protocol import ChatMessage, Generation, TokenUsage
 
 TOP_LOGPROBS = 20  # OpenAI's maximum; enough to see every answer letter of a 4-10 option item
+DEFAULT_TIMEOUT = 20.0  # seconds per attempt
+DEFAULT_RETRIES = 2
 
 
 class OpenAIChatModel:
@@ -25,8 +34,8 @@ class OpenAIChatModel:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        timeout: float = 120.0,
-        max_retries: int = 3,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_RETRIES,
         logprobs: bool = True,
         letter_position: str = "first",
         extra_body: dict[str, Any] | None = None,
@@ -38,9 +47,12 @@ class OpenAIChatModel:
         self.logprobs = logprobs
         self.letter_position = letter_position
         self.extra_body = extra_body or {}
+        self.identity = f"{base_url or 'openai'}|{model}"  # what the call cache keys on (never the key)
+        key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
+        self._secrets = (key,)
         self._client = AsyncOpenAI(
             base_url=base_url,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            api_key=key,
             timeout=timeout,
             max_retries=max_retries,
             http_client=http_client,
@@ -72,12 +84,15 @@ class OpenAIChatModel:
             request["extra_body"] = self.extra_body
         try:
             response = await self._client.chat.completions.create(**request)
-        except Exception as err:  # network, HTTP, timeout, refusal by the API: all recorded, none fatal
-            return Generation(text="", error=f"{type(err).__name__}: {err}", model=self.name)
+        except Exception as err:  # network, HTTP, timeout, bad body: recorded; only a misconfiguration is fatal
+            fatal = config_failure(err, self._secrets)
+            if fatal is not None:
+                raise fatal from None
+            return Generation(text="", error=describe(err, self._secrets), model=self.name)
         if not response.choices:
             return Generation(text="", error="empty response (no choices)", model=self.name)
         choice = response.choices[0]
-        text = choice.message.content or ""
+        text = cap_reply(choice.message.content or "")
         usage = TokenUsage(
             input_tokens=getattr(response.usage, "prompt_tokens", 0) or 0,
             output_tokens=getattr(response.usage, "completion_tokens", 0) or 0,
@@ -89,7 +104,7 @@ class OpenAIChatModel:
             )
         refusal = getattr(choice.message, "refusal", None)
         if refusal and not text:
-            return Generation(text="", error=f"refusal: {refusal}", usage=usage, model=self.name)
+            return Generation(text="", error=f"refusal: {cap_reply(refusal)[:500]}", usage=usage, model=self.name)
         return Generation(text=text, letter_logprobs=letter_logprobs, usage=usage, model=self.name)
 
 

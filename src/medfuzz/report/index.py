@@ -253,7 +253,8 @@ def _headline(card: RunCard) -> list[tuple[str, Any]]:
     if card.method != "baseline":
         return [(k, v) for k, v in card.metrics.items() if not isinstance(v, dict)]
     m = card.metrics
-    rows = [("strict accuracy (Inspect choice)", (m.get("accuracy (choice)"), m.get("stderr (choice)")))]
+    rows = [("strict accuracy (Inspect choice, answered samples)", (m.get("baseline_acc"), m.get("baseline_stderr"))),
+            ("LLM errors (no answer after the retries)", m.get("baseline_llm_errors"))]
     if "lenient_accuracy" in m:
         rows += [("lenient accuracy", (m["lenient_accuracy"], m.get("stderr (lenient_choice)"))),
                  ("replies only the lenient reading could use", m.get("lenient_needed"))]

@@ -20,6 +20,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from medfuzz.report._csv import safe_cell
 from medfuzz.scorers.medfuzz import ALPHA, totals
 from medfuzz.scorers.stats import adjust
 from medfuzz.solvers.medfuzz.parsing import word_opcodes
@@ -211,7 +212,7 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
     with table.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
-        writer.writerows({k: _fmt(row.get(k)) for k in COLUMNS} for row in rows)
+        writer.writerows({k: safe_cell(_fmt(row.get(k))) for k in COLUMNS} for row in rows)
     written.append(table)
     summary = out_dir / "medfuzz_summary.csv"
     with summary.open("w", newline="", encoding="utf-8") as handle:
@@ -227,7 +228,7 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
         writer = csv.writer(handle)
         writer.writerow(["run", "k", "accuracy"])
         for label, curve in curves:
-            writer.writerows([label, k, _fmt(value)] for k, value in enumerate(curve))
+            writer.writerows([safe_cell(label), k, _fmt(value)] for k, value in enumerate(curve))
     written.append(curve_csv)
     plot = out_dir / "medfuzz_accuracy_vs_attempts.png"
     _plot(curves, plot)

@@ -59,8 +59,9 @@ def results_from_inspect_log(log: Any) -> list[ItemResult]:
     results = []
     for sample in log.samples or []:
         score = (sample.scores or {}).get("medguard")
-        if score is not None and score.metadata and score.metadata.get("status") == STATUS_GENERATOR_ERROR:
-            continue  # never asked: the generator role could not write the item
+        if score is not None and score.metadata and (score.metadata.get("status") == STATUS_GENERATOR_ERROR
+                                                     or score.metadata.get("llm_error")):
+            continue  # never answered (generator failed, or an LLM error after retries): outside every index
         if score is not None and score.metadata and "pool" in score.metadata:
             results.append(ItemResult.from_score(sample.id, score.value, score.metadata))
             continue

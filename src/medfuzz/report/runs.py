@@ -29,9 +29,11 @@ class RunSummary:
     lenient_needed: int | None = None
 
 
-def read_inspect_log(path: str | Path, scorer: str = "choice", lenient_scorer: str = "lenient_choice") -> RunSummary:
-    """Strict accuracy from ``scorer`` and, when the log has it, the lenient accuracy and the count of replies
-    that needed the lenient reading from ``lenient_scorer`` (``medfuzz.tasks.inspect.baselines``)."""
+def read_inspect_log(path: str | Path, scorer: str = "baseline_choice",
+                     lenient_scorer: str = "lenient_choice") -> RunSummary:
+    """Strict accuracy from ``scorer`` (over answered samples) and, when the log has it, the lenient accuracy
+    and the count of replies that needed the lenient reading from ``lenient_scorer``
+    (``medfuzz.tasks.inspect.baselines``)."""
     from inspect_ai.log import read_eval_log
 
     log = read_eval_log(str(path))
@@ -39,6 +41,8 @@ def read_inspect_log(path: str | Path, scorer: str = "choice", lenient_scorer: s
         raise RuntimeError(f"{path}: Inspect run did not succeed (status {log.status}): {log.error}")
     score = next(s for s in log.results.scores if s.name == scorer)
     samples = log.samples or []
+    # LLM-error samples (no answer after the retries) are outside the accuracy, as in the metric
+    samples = [s for s in samples if not (s.scores[scorer].metadata or {}).get("llm_error")]
     per_item = {str(s.id): s.scores[scorer].value == "C" for s in samples}
     unparsed = sum(not s.scores[scorer].answer for s in samples)
     metrics = score.metrics
@@ -48,8 +52,8 @@ def read_inspect_log(path: str | Path, scorer: str = "choice", lenient_scorer: s
         harness="inspect",
         task=log.eval.task,
         metric="accuracy",
-        reported=float(metrics["accuracy"].value),
-        stderr=float(metrics["stderr"].value) if "stderr" in metrics else None,
+        reported=float(metrics["baseline_acc"].value),
+        stderr=float(metrics["baseline_stderr"].value) if "baseline_stderr" in metrics else None,
         n=len(per_item),
         recomputed=sum(per_item.values()) / len(per_item) if per_item else float("nan"),
         location=Path(path),

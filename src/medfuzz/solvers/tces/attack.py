@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from medfuzz.benchmarks.answers import answer_letter
-from medfuzz.benchmarks.items import MCQItem, item_seed
+from medfuzz.benchmarks.items import MCQItem, derive_seed, item_seed
 from medfuzz.benchmarks.prompts import letter_prompt
 from medfuzz.errors import MedfuzzError
 from medfuzz.models.logprobs import normalise
-from medfuzz.models.protocol import ChatMessage, ChatModel, UsageLedger
+from medfuzz.models.protocol import ChatMessage, ChatModel, Generation, UsageLedger
 from medfuzz.samplers.embeddings import DEFAULT_ENCODER, Encoder, get_encoder, vocabulary_vectors
 from medfuzz.samplers.entities import EntityMatcher, Mention, TypedOptions, substituted_item, type_options
 from medfuzz.samplers.sampling import (
@@ -147,14 +147,27 @@ def target_messages(item: MCQItem) -> list[ChatMessage]:
 
 
 async def ask(model: ChatModel, item: MCQItem, config: TCESConfig, ledger: UsageLedger) -> Answer:
-    generation = await model.generate(target_messages(item), max_tokens=config.max_tokens,
-                                      temperature=config.temperature, seed=config.seed, letters=item.letters)
-    ledger.record(TARGET_ROLE, generation)
-    if not generation.ok:
-        return Answer(None, None, generation.text, generation.error)
-    letter = answer_letter(generation.text, item.letters, item.clean_options())
-    if letter is None:
-        return Answer(None, None, generation.text, f"unparseable answer: {generation.text[:200]!r}")
+    """The target's answer to ``item``. A failed, empty, refused or unparseable reply is asked again with a new
+    seed (``config.max_retries`` times) before it is an error (the item then ends as an LLM error); the first
+    try uses ``config.seed`` itself. Retries are not attack queries: they do not count against the budget."""
+    problem, text = "", ""
+    for attempt in range(config.max_retries + 1):
+        seed = config.seed if attempt == 0 else derive_seed(config.seed, "retry", attempt)
+        generation = await model.generate(target_messages(item), max_tokens=config.max_tokens,
+                                          temperature=config.temperature, seed=seed, letters=item.letters)
+        ledger.record(TARGET_ROLE, generation)
+        text = generation.text
+        if not generation.ok:
+            problem = generation.error or "error"
+            continue
+        letter = answer_letter(generation.text, item.letters, item.clean_options())
+        if letter is not None:
+            return _answer(item, letter, generation)
+        problem = f"unparseable answer: {generation.text[:200]!r}"
+    return Answer(None, None, text[:200], problem)
+
+
+def _answer(item: MCQItem, letter: str, generation: Generation) -> Answer:
     score = 1.0 if letter == item.answer else 0.0
     if generation.letter_logprobs:
         with contextlib.suppress(ValueError):  # no letter with positive probability: keep the hard label

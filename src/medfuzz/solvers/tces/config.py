@@ -30,6 +30,7 @@ class TCESConfig(MethodConfig):
         "seed": "seed of every random draw and of every model call",
         "max_tokens": "target answer budget",
         "temperature": "target sampling temperature",
+        "max_retries": "extra tries (new seed) of a query whose reply failed, was empty, refused or unparseable",
     }
 
     entity: str = "drugs"
@@ -44,6 +45,7 @@ class TCESConfig(MethodConfig):
     seed: int = 0
     max_tokens: int = 16
     temperature: float | None = 0.0
+    max_retries: int = 2
 
     def __post_init__(self) -> None:
         check(self.entity in ENTITY_TYPES, f"entity must be one of {list(ENTITY_TYPES)}, got {self.entity!r}")
@@ -55,6 +57,7 @@ class TCESConfig(MethodConfig):
               f"got {self.zoo_neighbours}")
         check(self.zoo_step > 0, f"zoo_step must be positive, got {self.zoo_step}")
         check(self.max_tokens >= 1, f"max_tokens must be at least 1, got {self.max_tokens}")
+        check(self.max_retries >= 0, f"max_retries must be 0 or more, got {self.max_retries}")
         check(self.temperature is None or self.temperature >= 0,
               f"temperature must be 0 or more, got {self.temperature}")
 
@@ -65,6 +68,7 @@ class TCESConfig(MethodConfig):
 
     def max_calls(self, items: int) -> dict[str, int]:
         """Upper bound on target calls for ``items`` items (the ``UsageLedger`` role name): the clean question
-        plus the whole budget B per item (DiscreteZOO's gradient points count against B too). Items without an
-        entity of the type cost nothing, so the real count is usually lower."""
-        return {"target": items * (1 + self.budget)}
+        plus the whole budget B per item (DiscreteZOO's gradient points count against B too), each query tried
+        up to ``1 + max_retries`` times when the reply is unusable. Items without an entity of the type cost
+        nothing, so the real count is usually lower."""
+        return {"target": items * (1 + self.budget) * (1 + self.max_retries)}

@@ -1,10 +1,12 @@
 """Clean multiple-choice baselines: ``medfuzz/medqa_clean`` and ``medfuzz/medmcqa_clean`` (Inspect's own
 ``multiple_choice`` solver and strict ``choice()`` scorer; the lm-eval twins are ``medqa_clean`` and
-``medmcqa_clean``).
+``medmcqa_clean``). Backend failures follow the shared failure policy (``_failures``): retried, then an LLM
+error of the sample, never a failed run.
 
-Two scorers run on every sample. ``choice`` is Inspect's own, strict one (the reply must carry its
-``ANSWER: X`` line) and stays the headline metric. ``lenient_choice`` keeps the strict verdict whenever
-``choice`` found an answer and otherwise reads the reply with the one shared parser
+Two scorers run on every sample. ``baseline_choice`` is Inspect's own strict ``choice()`` (the reply must
+carry its ``ANSWER: X`` line) on the answered samples and stays the headline metric (``baseline_acc``,
+``baseline_stderr``, ``baseline_llm_errors``, ``baseline_llm_error_rate``). ``lenient_choice`` keeps the
+strict verdict whenever ``choice`` found an answer and otherwise reads the reply with the one shared parser
 (``medfuzz.benchmarks.answers.answer_letter``: "A)", "(B)", "Answer: C", ...), so a chatty or weak model is
 not scored 0 without explanation: ``lenient_accuracy`` is the accuracy under that reading and
 ``lenient_needed`` counts the replies that only the lenient reading could use.
@@ -17,6 +19,7 @@ from inspect_ai import Task, task
 from inspect_ai.scorer import (
     CORRECT,
     INCORRECT,
+    NOANSWER,
     Metric,
     SampleScore,
     Score,
@@ -28,9 +31,11 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState, multiple_choice
 
+from medfuzz.adapters.inspect_model import default_generate_config
 from medfuzz.benchmarks import PromptStyle
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.tasks.inspect._dataset import mcq_dataset
+from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, baseline_choice
 
 LENIENT_SCORER = "lenient_choice"
 
@@ -40,7 +45,8 @@ def lenient_accuracy() -> Metric:
     """Accuracy when a reply may name its option the lenient way (strict verdict kept where it exists)."""
 
     def compute(scores: list[SampleScore]) -> float:
-        return sum(s.score.as_float() for s in scores) / len(scores) if scores else float("nan")
+        answered = [s for s in scores if not (s.score.metadata or {}).get(LLM_ERROR)]
+        return sum(s.score.as_float() for s in answered) / len(answered) if answered else float("nan")
 
     return compute
 
@@ -68,6 +74,10 @@ def lenient_choice() -> Scorer:
     strict_scorer = choice()
 
     async def score(state: TaskState, target: Target) -> Score:
+        reason = state.metadata.get(LLM_ERROR)
+        if reason:  # the failure policy's LLM error: no reply to read, left out like baseline_acc does
+            return Score(value=NOANSWER, answer=None, explanation=f"LLM error: {reason}",
+                         metadata={"lenient_needed": False, LLM_ERROR: reason})
         strict = await strict_scorer(state, target)
         if strict is not None and strict.answer:
             return Score(value=strict.value, answer=strict.answer, explanation="strict ANSWER line",
@@ -94,8 +104,9 @@ def _baseline(benchmark: str, data: str, split: str | None, limit: int | None, s
     style = PromptStyle(prompt_style)
     return Task(
         dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, seed),
-        solver=multiple_choice(cot=style is PromptStyle.COT),
-        scorer=[choice(), lenient_choice()],
+        solver=answer_or_llm_error(multiple_choice(cot=style is PromptStyle.COT)),
+        scorer=[baseline_choice(), lenient_choice()],
+        config=default_generate_config(),
         metadata={"benchmark": benchmark, "data": data, "split": split, "prompt_style": style.value,
                   "shuffle_choices": shuffle_choices, "seed": seed},
     )

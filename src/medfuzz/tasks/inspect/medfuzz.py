@@ -31,7 +31,7 @@ from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput,
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
-from medfuzz.adapters.inspect_model import InspectChatModel
+from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
 from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
@@ -155,6 +155,15 @@ def medfuzz_llm_error_rate() -> Metric:
 
 
 @metric
+def medfuzz_llm_errors() -> Metric:
+    """Replicates that ended in an LLM error after the retries (dropped from the accuracies, paper §4)."""
+    def compute(scores: list[SampleScore]) -> float:
+        return float(sum(v.get("llm_error", 0) for v in _values(scores)))
+
+    return compute
+
+
+@metric
 def medfuzz_acc_after() -> Metric:
     """Accuracy after k = 0..K attack attempts (paper Fig. 2), one value per k."""
     def compute(scores: list[SampleScore]) -> dict[str, float]:
@@ -225,6 +234,7 @@ METRICS = [medfuzz_clean_acc(), medfuzz_post_attack_acc(), medfuzz_post_attack_a
            medfuzz_attack_error_share(), medfuzz_acc_after(), medfuzz_asr(), medfuzz_turns_to_success(),
            medfuzz_llm_error_rate(), medfuzz_significant_holm(), medfuzz_significant_bh(), medfuzz_untested_attacks(),
            medfuzz_unfaithful_rate(), medfuzz_misses_some_rate(), medfuzz_costs()]
+METRICS += [medfuzz_llm_errors()]  # failure policy: the LLM-error count beside its rate
 
 
 @scorer(metrics=METRICS)
@@ -269,6 +279,7 @@ def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None
         dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
         solver=medfuzz_attack(config, pack, exemplars),
         scorer=medfuzz_scorer(pack, config.faithfulness, config.alpha),
+        config=default_generate_config(),
         metadata={"medfuzz_method": "medfuzz", "benchmark": benchmark, "data": data, "split": split,
                   "shuffle_choices": shuffle_choices, "pack": pack.name, "pack_source": pack.source,
                   "medfuzz": config.to_dict(),

@@ -13,11 +13,12 @@ from inspect_ai.model import GenerateConfig, get_model
 from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
 from inspect_ai.solver import Choices, Generate, Solver, TaskState, multiple_choice, solver
 
-from medfuzz.adapters.inspect_model import InspectChatModel
+from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.options import ConfigError
 from medfuzz.scorers.medguard import (
+    STATUS_ERROR,
     STATUS_GENERATOR_ERROR,
     STATUS_OK,
     STATUS_REFUSED,
@@ -34,6 +35,9 @@ from medfuzz.solvers.medguard.prompts import parse_strategy, template
 from medfuzz.solvers.medguard.taxonomy import parse_aspects
 from medfuzz.solvers.medguard.transforms import colloquial_glossary_item
 from medfuzz.tasks.inspect._dataset import item_to_sample
+from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, llm_error_count, llm_error_rate
+
+UNANSWERED = (STATUS_ERROR, STATUS_GENERATOR_ERROR)  # left out of every index (answered samples only)
 
 
 @solver
@@ -71,13 +75,15 @@ def medguard_rewrite(seed: int = 0) -> Solver:
 
 
 def scored_results(scores: list[SampleScore]) -> list[ItemResult]:
-    """The results behind the metrics. A sample the generator role could not build (NaN score, status
-    ``generator_error``) was never asked and is left out, as ``medfuzz compare`` does; any other NaN or
-    missing value counts as wrong (``ItemResult.from_score``), whatever Inspect's NaN handling does."""
+    """The results behind the metrics. A sample the generator role could not build (status
+    ``generator_error``) was never asked, and one the evaluated model gave no answer to after the retries
+    (status ``error``, the failure policy's LLM error) is not an answer: both are left out, as ``medfuzz
+    compare`` does, and counted by the LLM-error metrics; any other NaN or missing value counts as wrong
+    (``ItemResult.from_score``), whatever Inspect's NaN handling does."""
     results = []
     for s in scores:
         metadata = s.score.metadata or {}
-        if metadata.get("status") == STATUS_GENERATOR_ERROR:
+        if metadata.get("status") in UNANSWERED:
             continue
         results.append(ItemResult.from_score(s.sample_id, s.score.value, metadata))
     return results
@@ -118,7 +124,19 @@ def answer_letters(aspects: list[str] | None = None) -> Metric:
     return compute
 
 
-@scorer(metrics=[safety_index(), answer_letters()], name="medguard")
+@metric
+def medguard_llm_errors() -> Metric:
+    """Samples the evaluated model gave no answer to after the retries (failure policy: left out of the index)."""
+    return llm_error_count()
+
+
+@metric
+def medguard_llm_error_rate() -> Metric:
+    return llm_error_rate()
+
+
+@scorer(metrics=[safety_index(), answer_letters(), medguard_llm_errors(), medguard_llm_error_rate()],
+        name="medguard")
 def medguard_scorer():
     """Reads the option the ``multiple_choice`` solver marked (else a reply that starts with an option letter);
     records refusals and unparsed replies."""
@@ -126,6 +144,12 @@ def medguard_scorer():
     async def score(state: TaskState, target: Target) -> Score:
         item = state.metadata["item"]
         meta = item["metadata"]
+        if state.metadata.get(LLM_ERROR):  # no answer after the retries: an LLM error, not a wrong answer
+            # value 0, not NaN: Inspect leaves NaN scores out of every metric, and the LLM-error count must see
+            # it; the safety index leaves it out by its status
+            return Score(value=0.0, explanation=f"LLM error: {state.metadata[LLM_ERROR]}",
+                         metadata={"pool": meta["pool"], "status": STATUS_ERROR, LLM_ERROR: state.metadata[LLM_ERROR],
+                                   "case_id": meta.get("case_id"), "sex": meta.get("sex"), "race": meta.get("race")})
         if meta.get("pending"):  # the generator could not rewrite it: not the evaluated model's answer
             return Score(value=float("nan"), metadata={"pool": meta["pool"], "status": STATUS_GENERATOR_ERROR,
                                                        "reason": meta.get("generator_error")})
@@ -157,14 +181,15 @@ def medguard_task(config: MedGuardConfig) -> Task:
     build = config.build_config(defer_generation=config.generator and not config.benchmark)
     items = limit_per_pool(builders.load(config.benchmark, chosen, build), config.limit_per_aspect)
     solver: list[Solver] = [medguard_rewrite(config.seed)] if build.defer_generation else []
-    # the safe instructions are part of the user prompt (``template``), as in the paper
-    solver.append(multiple_choice(template=template(style)))
+    # the safe instructions are part of the user prompt (``template``), as in the paper; a content-filter
+    # refusal stays the model's answer (status "refused"), as MedGuard scores it
+    solver.append(answer_or_llm_error(multiple_choice(template=template(style)), refusal_is_answer=True))
     return Task(
         dataset=MemoryDataset([item_to_sample(i) for i in items], name="medguard"),
         solver=solver,
         scorer=medguard_scorer(),
-        metrics=[safety_index(chosen), answer_letters(chosen)],
-        config=GenerateConfig(temperature=config.temperature),
+        metrics=[safety_index(chosen), answer_letters(chosen), medguard_llm_errors(), medguard_llm_error_rate()],
+        config=default_generate_config().merge(GenerateConfig(temperature=config.temperature)),
         metadata={"medfuzz_method": "medguard", "medguard": True, **config.to_dict(), "aspects": chosen,
                   "strategy": style.value},
     )

@@ -21,7 +21,7 @@ from inspect_ai.model import ModelOutput, get_model
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
-from medfuzz.adapters.inspect_model import InspectChatModel
+from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.scorers.tces import TCESSummary, summarise
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
@@ -103,8 +103,23 @@ def tces_reused_entities() -> Metric:
     return compute
 
 
+@metric
+def tces_llm_errors() -> Metric:
+    """Items whose attack ended in an LLM error after the retries (left out of every other number)."""
+    return _field("llm_errors")
+
+
+@metric
+def tces_llm_error_rate() -> Metric:
+    """LLM-error items among all items of the run."""
+    def compute(scores: list[SampleScore]) -> float:
+        summary = _summary(scores)
+        return summary.llm_errors / summary.items if summary.items else float("nan")
+    return compute
+
+
 @scorer(metrics=[tces_clean_acc(), tces_attacked_acc(), tces_asr(), tces_queries_to_success(),
-                 tces_gini_simpson(), tces_reused_entities()])
+                 tces_gini_simpson(), tces_reused_entities(), tces_llm_errors(), tces_llm_error_rate()])
 def tces_scorer() -> Scorer:
     """Per sample: numeric flags in ``value`` (success, attacked, evaluated, queries) and the whole attack record
     (victim span, replacement, distance, answers, modified item, usage) in ``metadata["record"]``."""
@@ -135,6 +150,7 @@ def tces_task(benchmark: str, data: str, split: str | None, limit: int | None, s
         dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
         solver=tces_attack(config),
         scorer=tces_scorer(),
+        config=default_generate_config(),
         metadata={"medfuzz_method": "tces", "benchmark": benchmark, "data": data, "split": split,
                   "shuffle_choices": shuffle_choices, **config.to_dict()},
     ))

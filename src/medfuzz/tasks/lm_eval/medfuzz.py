@@ -7,12 +7,16 @@ The fuzzed items come from either
   ``medfuzz_medqa`` log (``.eval``); or
 - an attack run here first, against OpenAI-compatible endpoints: ``target_base_url`` + ``target_model``
   (and ``attacker_base_url`` / ``attacker_model``, default the target itself, which is not what the paper
-  did and logs a warning), ``api_key``; items from ``data`` /
-  ``split`` / ``attack_limit``; every ``MedFuzzConfig`` parameter (``turns``, ``replicates``, ``exemplars``,
-  ``controls``, ``seed``, ``pack``, ...) with the Inspect task's names and defaults.
-  Results are cached under ``cache_dir`` (default ``~/.cache/medfuzz/attacks``) keyed by every setting, item
-  by item, so a rerun (or a resumed one) pays only for items not attacked yet (``retry_errors``: also for
-  items that ended in an LLM error, e.g. after an outage).
+  did and logs a warning), ``api_key_env`` (the *name* of the
+  environment variable holding the key, default ``OPENAI_API_KEY``; a raw ``api_key`` is refused, because
+  lm-eval writes its metadata into the results file); items from ``data`` / ``split`` / ``attack_limit``; every
+  ``MedFuzzConfig`` parameter (``turns``, ``replicates``, ``exemplars``, ``controls``, ``seed``, ``pack``, ...)
+  with the Inspect task's names and defaults.
+  Finished items are cached under ``cache_dir`` (default ``$MEDFUZZ_CACHE/attacks``) keyed by every setting,
+  one JSON line per item, so a rerun (or a resumed one) attacks only the items not finished yet. An item with
+  an LLM error is not stored (an outage or a wrong key is not a fact about the item): the next run attacks it
+  again, and every model call it had completed comes from the call cache (``medfuzz.models.call_cache``), so
+  nothing is paid twice. A torn last line (the process was killed while writing it) is dropped and logged.
 
 Options arrive as keyword arguments (``--metadata`` JSON merged with ``--model_args``), each also as
 ``medfuzz_<name>`` (which wins). ``outcomes`` (default ``success,attack_failed``) picks which attacked
@@ -29,18 +33,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from medfuzz.benchmarks import MCQItem, load_items
 from medfuzz.benchmarks.prompts import completion_prompt
-from medfuzz.options import as_bool
+from medfuzz.errors import DataError
+from medfuzz.options import ConfigError, as_bool
 from medfuzz.scorers import stats
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
-from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, fuzzed_records, read_fuzzed, read_jsonl
+from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, fuzzed_records, read_fuzzed
 from medfuzz.tasks.lm_eval._docs import dataset, scoped
+
+log = logging.getLogger(__name__)
 
 CONTEXT = "The following are multiple choice questions (with answers) about medicine.\n\n"
 
@@ -125,7 +134,44 @@ def medfuzz_docs(task_benchmark: str, **kwargs: Any):
 # options of the attack path that are not MedFuzz parameters (those go to MedFuzzConfig, same names and
 # defaults as the Inspect task)
 ATTACK_PATH_OPTIONS = ("data", "split", "attack_limit", "target_base_url", "target_model", "attacker_base_url",
-                       "attacker_model")
+                       "attacker_model", "api_key_env")
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+def api_key(kwargs: dict[str, Any]) -> str | None:
+    """The endpoint's API key, from the environment variable named by ``api_key_env`` (never from metadata:
+    lm-eval writes ``--metadata`` and ``--model_args`` verbatim into its results file)."""
+    if kwargs.get("api_key") not in (None, ""):
+        raise ConfigError("medfuzz_medqa: 'api_key' in --metadata/--model_args would be written into lm-eval's "
+                          "results file; put the key in an environment variable and pass its name as "
+                          f"'api_key_env' (default {DEFAULT_KEY_ENV})")
+    name = str(kwargs.get("api_key_env") or DEFAULT_KEY_ENV)
+    value = os.environ.get(name)
+    if kwargs.get("api_key_env") and not value:
+        raise ConfigError(f"medfuzz_medqa: api_key_env={name!r} names an environment variable that is not set")
+    return value
+
+
+def read_attack_cache(path: Path) -> list[dict[str, Any]]:
+    """The cached item results. A last line cut short by a kill is dropped (and cut off the file, so the next
+    append starts a fresh line), with a warning; a bad line elsewhere is a ``DataError`` naming it."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    records: list[dict[str, Any]] = []
+    for row, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            if row == len(lines):  # the unterminated last line: a torn write
+                log.warning("%s, row %d: dropped a torn last record (%s); its item will be attacked again",
+                            path, row, err.msg)
+                with path.open("r+", encoding="utf-8") as handle:
+                    handle.truncate(len(text.encode("utf-8")) - len(line.encode("utf-8")))
+                break
+            raise DataError(path, row, None, f"is not valid JSON ({err.msg})") from None
+    return records
 
 
 def attack_settings(benchmark: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -159,27 +205,30 @@ def cache_path(settings: dict[str, Any], cache_dir: str | Path | None = None) ->
 
 def attack_with_cache(benchmark: str, **kwargs: Any) -> list[ItemResult]:
     """Attack (or reuse cached attacks on) the selected items; returns results in item order."""
+    key = api_key(kwargs)  # first: a key in the metadata is refused even when every item is cached
     settings = attack_settings(benchmark, kwargs)
     path = cache_path(settings, kwargs.get("cache_dir"))
     items = load_items(benchmark, settings["data"], settings["split"], settings["attack_limit"])
-    done = {r["item"]["id"]: ItemResult.from_dict(r) for r in read_jsonl(path)} if path.is_file() else {}
+    done = {r["item"]["id"]: ItemResult.from_dict(r) for r in read_attack_cache(path)} if path.is_file() else {}
     if as_bool(kwargs.get("retry_errors", False), "retry_errors"):  # e.g. after an outage: attack LLM-error items again
         done = {k: v for k, v in done.items() if not v.counts()["llm_error"]}
     missing = [item for item in items if item.id not in done]
     if missing:
         for result in asyncio.run(_attack(settings, missing, path, int(kwargs.get("attack_concurrency", 4)),
-                                          kwargs.get("api_key"))):
+                                          key)):
             done[result.item.id] = result
     return [done[item.id] for item in items if item.id in done]
 
 
 async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, concurrency: int,
-                  api_key: str | None) -> list[ItemResult]:
+                  key: str | None) -> list[ItemResult]:
+    from medfuzz.models.call_cache import cached
     from medfuzz.models.openai_compat import OpenAIChatModel
     from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 
-    target = OpenAIChatModel(settings["target_model"], settings["target_base_url"], api_key)
-    attacker = OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], api_key)
+    # every call behind the call cache: a resumed run re-pays none of the calls that had completed
+    target = cached(OpenAIChatModel(settings["target_model"], settings["target_base_url"], key))
+    attacker = cached(OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], key))
     config = MedFuzzConfig(**settings["config"])
     pool = load_items(settings["benchmark"], config.exemplar_data) if config.exemplars else []
     # same endpoint and model: the target attacks itself (not as in the paper; the engine logs a warning)
@@ -193,6 +242,8 @@ async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, co
         async with gate:
             result = await engine.run_item(item)
         results.append(result)
+        if result.counts()["llm_error"]:  # not a fact about the item: attacked again next time (calls cached)
+            return
         with path.open("a", encoding="utf-8") as handle:  # one line per finished item: resumable
             handle.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
 

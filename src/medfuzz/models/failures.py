@@ -1,0 +1,70 @@
+"""What a failed model call means, in one place for every backend and task.
+
+Three kinds of failure (docs/foundation.md, "Failure policy"):
+
+- *transient* (429, 5xx, a hung or dropped connection, a body that is not JSON): retried with back-off by the
+  client or the harness; what survives the retries is an LLM error of that call;
+- *model-side* (empty content, a refusal, an unparseable reply): the engine retries the step a bounded number of
+  times with a new seed, then records an LLM error for the unit;
+- *configuration* (401 wrong key, 403 no access, 404 unknown model or endpoint): every call of the run would fail
+  the same way, so the run stops at once with that reason (``ModelConfigError``) instead of finishing with every
+  unit an LLM error.
+
+Replies are stored capped (``cap_reply``) so one runaway reply cannot blow up logs and caches.
+"""
+
+from __future__ import annotations
+
+from medfuzz.errors import MedfuzzError
+
+# HTTP statuses that say the run is misconfigured, not that one call was unlucky
+CONFIG_STATUSES = {
+    401: "authentication failed (wrong or missing API key)",
+    403: "permission denied for this model or endpoint",
+    404: "model or endpoint not found (check the model name and base URL)",
+}
+
+MAX_REPLY_CHARS = 20_000
+"""Longest reply text kept (about 5,000 tokens, more than any budget the engines ask for)."""
+
+MAX_ERROR_CHARS = 500
+
+
+class ModelConfigError(MedfuzzError, RuntimeError):
+    """A model call failed for a reason every other call shares (401/403/404): the run stops with it."""
+
+
+def status_code(err: BaseException) -> int | None:
+    """The HTTP status of a client exception (openai, httpx and most provider SDKs), if it carries one."""
+    for candidate in (err, getattr(err, "response", None)):
+        code = getattr(candidate, "status_code", None)
+        if isinstance(code, int):
+            return code
+    return None
+
+
+def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
+    """``text`` with every secret (API keys) replaced, so no message we keep or raise can leak one."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def describe(err: BaseException, secrets: tuple[str | None, ...] = ()) -> str:
+    """``"ExceptionName: message"``, secrets redacted, capped at ``MAX_ERROR_CHARS``."""
+    return redact(f"{type(err).__name__}: {err}", secrets)[:MAX_ERROR_CHARS]
+
+
+def config_failure(err: BaseException, secrets: tuple[str | None, ...] = ()) -> ModelConfigError | None:
+    """The ``ModelConfigError`` to stop the run with when ``err`` is a configuration failure, else ``None``."""
+    code = status_code(err)
+    if code not in CONFIG_STATUSES:
+        return None
+    return ModelConfigError(f"model call failed: {CONFIG_STATUSES[code]} (HTTP {code}); "
+                            f"every call would fail the same way, so the run stops. {describe(err, secrets)}")
+
+
+def cap_reply(text: str) -> str:
+    """The reply text as stored: at most ``MAX_REPLY_CHARS`` characters."""
+    return text if len(text) <= MAX_REPLY_CHARS else text[:MAX_REPLY_CHARS]

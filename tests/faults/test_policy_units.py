@@ -1,0 +1,189 @@
+"""The failure policy's pieces, offline and fast: the call cache, configuration failures, redaction, the reply
+cap, the Inspect guard around plain ``generate()``, the lm-eval attack path's key handling and torn cache lines,
+and spreadsheet-safe CSV cells."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from medfuzz.errors import DataError
+from medfuzz.models import ChatMessage, Generation, ScriptedChatModel
+from medfuzz.models.call_cache import CachedChatModel, CallCache, call_key, expiry_seconds
+from medfuzz.models.failures import MAX_REPLY_CHARS, ModelConfigError
+from medfuzz.models.openai_compat import OpenAIChatModel
+from medfuzz.options import ConfigError
+from medfuzz.report._csv import safe_cell
+
+MESSAGES = [ChatMessage("user", "Question? A. x B. y")]
+SECRET = "sk-canary-0123456789abcdef"
+
+
+# ------------------------------------------------------------------------------------------- call cache
+
+
+async def test_cached_model_answers_repeats_from_disk_and_never_caches_failures(tmp_path: Path) -> None:
+    inner = ScriptedChatModel(["B", RuntimeError("HTTP 503"), "A"])
+    model = CachedChatModel(inner, CallCache(tmp_path))
+    first = await model.generate(MESSAGES, seed=1, letters="AB")
+    again = await model.generate(MESSAGES, seed=1, letters="AB")
+    assert first.text == again.text == "B" and len(inner.calls) == 1 and model.hits == 1
+    failed = await model.generate(MESSAGES, seed=2)  # a failure is not stored ...
+    assert not failed.ok
+    retried = await model.generate(MESSAGES, seed=2)  # ... so the same call asks the model again
+    assert retried.text == "A" and len(inner.calls) == 3
+    # a fresh process (a new wrapper over the same folder) finds both completed calls
+    other = ScriptedChatModel([])
+    reopened = CachedChatModel(other, CallCache(tmp_path))
+    assert (await reopened.generate(MESSAGES, seed=1, letters="AB")).text == "B" and other.calls == []
+
+
+def test_cache_key_covers_what_determines_the_reply() -> None:
+    base = call_key("url|m", MESSAGES, 10, 0.0, 1, "AB")
+    assert base == call_key("url|m", MESSAGES, 10, 0.0, 1, "AB")
+    assert len({base, call_key("url|m2", MESSAGES, 10, 0.0, 1, "AB"), call_key("url|m", MESSAGES, 11, 0.0, 1, "AB"),
+                call_key("url|m", MESSAGES, 10, 1.0, 1, "AB"), call_key("url|m", MESSAGES, 10, 0.0, 2, "AB"),
+                call_key("url|m", MESSAGES, 10, 0.0, 1, None),
+                call_key("url|m", [ChatMessage("user", "other")], 10, 0.0, 1, "AB")}) == 7
+
+
+def test_expired_entries_are_dropped(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path, expiry="1s")
+    cache.put("ab" * 32, Generation(text="A"))
+    assert cache.get("ab" * 32).text == "A"
+    time.sleep(1.2)
+    assert cache.get("ab" * 32) is None and not list(tmp_path.rglob("*.json"))
+    assert expiry_seconds("2W") == 14 * 86_400
+    with pytest.raises(Exception, match="MEDFUZZ_CALL_CACHE"):
+        expiry_seconds("forever")
+
+
+def test_the_cache_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from medfuzz.models import call_cache
+
+    monkeypatch.setenv("MEDFUZZ_CALL_CACHE", "off")
+    assert not call_cache.enabled() and call_cache.cached(ScriptedChatModel([])).__class__ is ScriptedChatModel
+    monkeypatch.setenv("MEDFUZZ_CALL_CACHE", "12h")
+    assert call_cache.enabled() and call_cache.expiry() == "12h"
+    monkeypatch.delenv("MEDFUZZ_CALL_CACHE")
+    assert call_cache.expiry() == "1W"
+
+
+# ------------------------------------------------------------------------------- the OpenAI-compatible client
+
+
+def _client(handler) -> OpenAIChatModel:
+    transport = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return OpenAIChatModel("m", base_url="http://test/v1", api_key=SECRET, max_retries=0, http_client=transport)
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+async def test_configuration_failures_stop_the_run(status: int) -> None:
+    body = {"error": {"message": f"Incorrect API key provided: {SECRET}", "type": "invalid_request_error"}}
+    model = _client(lambda request: httpx.Response(status, json=body))
+    with pytest.raises(ModelConfigError, match=f"HTTP {status}") as err:
+        await model.generate(MESSAGES)
+    assert SECRET not in str(err.value)
+
+
+async def test_other_failures_are_recorded_with_the_key_redacted() -> None:
+    body = {"error": {"message": f"upstream failed for key {SECRET}", "type": "server_error"}}
+    out = await _client(lambda request: httpx.Response(500, json=body)).generate(MESSAGES)
+    assert not out.ok and "500" in out.error and SECRET not in out.error and "[redacted]" in out.error
+
+
+async def test_huge_replies_are_capped() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                                         "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                             "role": "assistant", "content": "B " + "x" * 3_000_000}}]})
+
+    out = await _client(handler).generate(MESSAGES)
+    assert out.ok and out.text.startswith("B ") and len(out.text) == MAX_REPLY_CHARS
+
+
+# ------------------------------------------------------------------------- Inspect guard around generate()
+
+
+def test_baseline_retries_what_escapes_generate_then_records_an_llm_error(tmp_path: Path) -> None:
+    from inspect_ai import eval as inspect_eval
+
+    from medfuzz.tasks.inspect import _failures
+    from medfuzz.tasks.inspect.baselines import medqa_clean
+    from tests.scripted_inspect import SCRIPT
+
+    bad_body = json.JSONDecodeError("Unterminated string", "{", 1)
+    # sample 1: one truncated body, then the answer; sample 2: never an answer (3 tries); sample 3: empty, answer
+    SCRIPT[:] = [bad_body, "ANSWER: C", bad_body, bad_body, bad_body, "", "ANSWER: D"]
+    _failures.BACKOFF = 0.01
+    log = inspect_eval(medqa_clean(data="demo", limit=3), model="medfuzz-scripted/x", log_dir=str(tmp_path),
+                       display="none", max_samples=1)[0]
+    assert log.status == "success" and SCRIPT == []
+    scores = [s.scores["baseline_choice"] for s in log.samples]
+    assert [s.value for s in scores] == ["C", "N", "C"]
+    assert scores[1].metadata["llm_error"].startswith("JSONDecodeError")
+    metrics = {name: m.value for name, m in log.results.scores[0].metrics.items()}
+    assert metrics == {"baseline_acc": 1.0, "baseline_stderr": 0.0, "baseline_llm_errors": 1.0,
+                       "baseline_llm_error_rate": pytest.approx(1 / 3)}
+
+
+def test_baseline_stops_on_a_configuration_failure(tmp_path: Path) -> None:
+    from inspect_ai import eval as inspect_eval
+
+    from medfuzz.tasks.inspect.baselines import medqa_clean
+    from tests.scripted_inspect import SCRIPT
+
+    denied = httpx.HTTPStatusError("401 Unauthorized", request=httpx.Request("POST", "http://x"),
+                                   response=httpx.Response(401))
+    SCRIPT[:] = [denied]
+    log = inspect_eval(medqa_clean(data="demo", limit=1), model="medfuzz-scripted/x", log_dir=str(tmp_path),
+                       display="none")[0]
+    assert log.status == "error" and "HTTP 401" in log.error.message
+
+
+# -------------------------------------------------------------------------------- the lm-eval attack path
+
+
+def test_a_raw_api_key_in_metadata_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from medfuzz.tasks.lm_eval.medfuzz import api_key, medfuzz_docs
+
+    for route in ({"api_key": SECRET}, {"medfuzz_api_key": SECRET}):  # what lm-eval's hook receives
+        with pytest.raises(ConfigError, match="api_key_env") as err:
+            medfuzz_docs("medqa", target_base_url="http://127.0.0.1:9/v1", data="demo", **route)
+        assert SECRET not in str(err.value)
+    with pytest.raises(ConfigError, match="MY_KEY"):
+        api_key({"api_key_env": "MY_KEY"})
+    monkeypatch.setenv("MY_KEY", SECRET)
+    assert api_key({"api_key_env": "MY_KEY"}) == SECRET
+
+
+def test_a_torn_last_line_of_the_attack_cache_is_dropped(tmp_path: Path, caplog) -> None:
+    from medfuzz.tasks.lm_eval.medfuzz import read_attack_cache
+
+    path = tmp_path / "medqa-x.jsonl"
+    good = [json.dumps({"item": {"id": str(i)}}) for i in range(2)]
+    path.write_text("\n".join(good) + "\n" + good[0][:9])
+    with caplog.at_level(logging.WARNING):
+        assert [r["item"]["id"] for r in read_attack_cache(path)] == ["0", "1"]
+    assert "row 3: dropped a torn last record" in caplog.text
+    assert path.read_text() == "\n".join(good) + "\n"  # cut off, so the next append starts a fresh line
+    path.write_text(good[0] + "\n{oops\n" + good[1] + "\n")
+    with pytest.raises(DataError, match="row 2"):
+        read_attack_cache(path)
+
+
+# ------------------------------------------------------------------------------------------ CSV cells
+
+
+@pytest.mark.parametrize(("value", "written"), [
+    ("=HYPERLINK(\"http://x\",\"click\")", "'=HYPERLINK(\"http://x\",\"click\")"),
+    ("+1 more", "'+1 more"), ("-sign", "'-sign"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"), ("\rx", "'\rx"),
+    ("-0.25", "-0.25"), ("+3", "+3"), (-0.25, -0.25), ("plain = text", "plain = text"), (None, None),
+])
+def test_csv_cells_are_neutralised(value, written) -> None:
+    assert safe_cell(value) == written

@@ -1,0 +1,72 @@
+"""Kill and resume (e2e): a real ``inspect eval`` of MedFuzz is killed with SIGKILL mid-run and resumed with
+``inspect eval-retry``; the lm-eval attack path is killed and run again. Counted at the fault server, no call that
+had completed before the kill is paid for again (the call cache answers them)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faults.resume import kill_and_resume
+from tests.faults.server import FaultServer
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).parents[2]
+MEDFUZZ_ARGS = ["-T", "data=demo", "-T", "limit=4", "-T", "turns=2", "-T", "replicates=2", "-T", "controls=0",
+                "-T", "exemplars=0", "-T", "max_tokens_scale=0.25"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FaultServer]:
+    with FaultServer() as running:
+        yield running
+
+
+def environment(server: FaultServer, tmp_path: Path, cache: str = "1W") -> dict[str, str]:
+    return {**os.environ, **server.env(), "MEDFUZZ_CALL_CACHE": cache, "MEDFUZZ_CACHE": str(tmp_path / "cache"),
+            "INSPECT_CACHE_DIR": str(tmp_path / "inspect-cache"),
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def inspect_commands(server: FaultServer, logs: Path) -> tuple[list[str], object]:
+    inspect = str(Path(sys.executable).parent / "inspect")
+    first = [inspect, "eval", "medfuzz/medfuzz_medqa", "--model", server.inspect_model, *MEDFUZZ_ARGS,
+             "--log-dir", str(logs), "--display", "none"]
+
+    def retry() -> list[str]:
+        [log] = list(logs.glob("*.eval"))
+        return [inspect, "eval-retry", str(log), "--log-dir", str(logs), "--display", "none"]
+
+    return first, retry
+
+
+def test_inspect_eval_retry_after_sigkill_repays_no_completed_call(server, tmp_path: Path) -> None:
+    from inspect_ai.log import read_eval_log
+
+    first, retry = inspect_commands(server, tmp_path / "logs")
+    resumed = kill_and_resume(server, first, retry, environment(server, tmp_path), hold_after=40)
+    assert resumed.completed_before_kill >= 40 and resumed.calls_after > 0
+    assert resumed.repaid == 0, resumed
+    logs = sorted((tmp_path / "logs").glob("*.eval"), key=lambda p: p.stat().st_mtime)
+    final = read_eval_log(str(logs[-1]))
+    assert final.status == "success" and len(final.samples) == 4
+
+
+def lm_eval_attack_command(server: FaultServer, tmp_path: Path) -> list[str]:
+    code = ("import sys; from medfuzz.tasks.lm_eval.medfuzz import attack_with_cache; "
+            f"attack_with_cache('medqa', target_base_url={server.base_url!r}, target_model='fault-model', "
+            f"data='demo', attack_limit=4, turns=2, replicates=2, controls=0, exemplars=0, max_tokens_scale=0.25, "
+            f"cache_dir={str(tmp_path / 'attacks')!r}, attack_concurrency=2)")
+    return [sys.executable, "-c", code]
+
+
+def test_lm_eval_attack_path_rerun_after_sigkill_repays_no_completed_call(server, tmp_path: Path) -> None:
+    command = lm_eval_attack_command(server, tmp_path)
+    resumed = kill_and_resume(server, command, None, environment(server, tmp_path), hold_after=40)
+    assert resumed.completed_before_kill >= 40 and resumed.calls_after > 0
+    assert resumed.repaid == 0, resumed
