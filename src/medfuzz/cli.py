@@ -66,6 +66,13 @@ def _planted_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _validate(args: argparse.Namespace) -> int:
+    """Known-truth validation on planted models (docs/validation.md)."""
+    from medfuzz.validation.run import main as validate_main
+
+    return validate_main(args.size, Path(args.out), seed=args.seed, spec=args.spec)
+
+
 def _script(name: str) -> str:
     """A console script of this environment (the one medfuzz runs in), falling back to PATH."""
     local = Path(sys.executable).parent / name
@@ -174,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     planted_serve.add_argument("--data", default=None, help="override the spec's target.data (demo or a file)")
     planted_serve.add_argument("--port", type=int, default=None, help="default: a free port")
     planted_serve.set_defaults(func=_planted_serve)
+
+    validate = commands.add_parser("validate", help="check every statistic against planted known-truth models")
+    validate.add_argument("--size", choices=("ci", "full"), default="full", help="ci: seconds; full: minutes")
+    validate.add_argument("--out", default="medfuzz-validation", help="folder for validation.json and the plot")
+    validate.add_argument("--seed", type=int, default=0)
+    validate.add_argument("--spec", default=None, help="a planted spec YAML (default: the bundled one)")
+    validate.set_defaults(func=_validate)
 
     demo = commands.add_parser("demo", help="run MedQA on the embedded model through Inspect and lm-eval")
     demo.add_argument("--out", default="medfuzz-demo", help="folder for logs and results")
