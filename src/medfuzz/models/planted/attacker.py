@@ -64,12 +64,14 @@ def substitute_added(original: str, modified: str, words: Sequence[str], rng: ra
     """The original stem with each word the modification added replaced by a word from ``words`` (punctuation
     and capitalisation kept): the same syntax and word count, unrelated meaning."""
     a, b = original.split(), modified.split()
-    prefix = 0
-    while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
-        prefix += 1
+    # the attack inserts before the last sentence: match the tail first, so an added sentence that starts
+    # with the same word as the question ("The ...") is not mistaken for original text
     suffix = 0
-    while suffix < min(len(a), len(b)) - prefix and a[-1 - suffix] == b[-1 - suffix]:
+    while suffix < min(len(a), len(b)) and a[-1 - suffix] == b[-1 - suffix]:
         suffix += 1
+    prefix = 0
+    while prefix < min(len(a), len(b)) - suffix and a[prefix] == b[prefix]:
+        prefix += 1
     new = []
     for word in b[prefix:len(b) - suffix]:
         lead, core, trail = _WORD.match(word).groups()  # type: ignore[union-attr]

@@ -104,6 +104,7 @@ class PlantedTarget:
             probs[key_letter] = q - moved
             planted = by_text.get(_key(self.planted_distractor[item.id]), others[0])
             probs[planted] += moved
+            probs = {letter: probs[letter] for letter in letters}
         if t.bias_rate and t.bias_letter in probs:
             probs = {letter: (1 - t.bias_rate) * p + (t.bias_rate if letter == t.bias_letter else 0.0)
                      for letter, p in probs.items()}
