@@ -100,3 +100,18 @@ def test_lm_eval_local_completions_against_the_planted_server(biased_spec, tmp_p
                  "num_concurrent=1,max_retries=1", "--tasks", "medqa_clean", "--metadata", '{"data": "demo"}',
                  "--limit", str(LIMIT), "--output_path", str(tmp_path), "--log_samples"])
     _check_lm_eval_samples(tmp_path, spec)
+
+
+def test_inspect_template_attacker_provider(planted_server, tmp_path):
+    """``--model-role attacker=medfuzz-template/attacker`` resolves through medfuzz's Inspect entry point."""
+    from inspect_ai.log import read_eval_log
+
+    run_cli([cli("inspect"), "eval", "medfuzz/medfuzz_medqa", "--model", planted_server.inspect_model(),
+             "--model-role", "attacker=medfuzz-template/attacker", "-T", "data=demo", "-T", "replicates=1",
+             "-T", "turns=2", "-T", "controls=2", "-T", "option_orders=1", "--limit", "3",
+             "--log-dir", str(tmp_path), "--display", "none"], env=planted_server.inspect_env())
+    log = read_eval_log(next(tmp_path.glob("*.eval")))
+    assert log.status == "success"
+    replicates = [r for s in log.samples for r in s.scores["medfuzz_scorer"].metadata["replicates"]]
+    assert not [r for r in replicates if r["outcome"] == "llm_error"]
+    assert any(r["turns"] for r in replicates)
