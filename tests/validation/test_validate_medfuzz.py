@@ -64,3 +64,24 @@ def test_pvalue_denominator_off_by_one_fails_a_check(null_run, monkeypatch):
     checks, _ = vm.pvalue_checks("null", spec, config, items, results, vm.score(results, config))
     failed = [c.statistic for c in checks if not c.passed]
     assert failed == ["null: p-value = recomputed b/M (max |diff|)"]
+
+
+def test_accuracy_after_k_off_by_one_fails_the_accuracy_checks(monkeypatch):
+    from medfuzz.solvers.medfuzz.results import Outcome, ReplicateResult
+
+    spec = PlantedSpec.load().with_target(data="none")
+    items = synthetic_items(30, seed=7)
+    config = medfuzz_config(10, PLANS["ci"], 0)
+    results = vm.run_engine(items, spec, config)
+    checks = vm.accuracy_checks(items, spec, config, results, vm.score(results, config))
+    assert all(c.passed for c in checks), "\n" + format_table(checks)
+    original = ReplicateResult.correct_after
+
+    def off_by_one(self, k):  # a success at turn i counted as correct through k = i
+        if self.outcome is Outcome.SUCCESS:
+            return k <= self.success_turn
+        return original(self, k)
+
+    monkeypatch.setattr(ReplicateResult, "correct_after", off_by_one)
+    checks = vm.accuracy_checks(items, spec, config, results, vm.score(results, config))
+    assert {c.statistic for c in checks if not c.passed} >= {"accuracy after 1", "accuracy after 2"}

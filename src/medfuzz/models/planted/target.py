@@ -54,7 +54,7 @@ class PlantedTarget:
         table = read_accuracy_file(t.accuracy) if t.accuracy not in ("beta", "constant") else {}
         self.base: dict[str, float] = {}
         self.planted_distractor: dict[str, str] = {}
-        self._by_options: dict[frozenset[str], MCQItem] = {}
+        self._by_options: dict[frozenset[str], list[MCQItem]] = {}
         self._by_stem: list[tuple[str, MCQItem]] = []
         for item in items:
             if t.accuracy == "beta":
@@ -69,16 +69,18 @@ class PlantedTarget:
             distractors = [text for letter, text in item.clean_options().items() if letter != item.answer]
             self.planted_distractor[item.id] = random.Random(derive_seed(spec.seed, "distractor", item.id)).choice(
                 distractors)
-            self._by_options[frozenset(_key(o) for o in item.clean_options().values())] = item
+            self._by_options.setdefault(frozenset(_key(o) for o in item.clean_options().values()), []).append(item)
             self._by_stem.append((_key(item.clean_question()), item))
 
     # ----------------------------------------------------------------------------------------- the rule
 
     def identify(self, question: ShownQuestion) -> MCQItem | None:
-        found = self._by_options.get(frozenset(_key(o) for o in question.options.values()))
-        if found is not None:
-            return found
         message = _key(question.message)
+        found = self._by_options.get(frozenset(_key(o) for o in question.options.values()), [])
+        if len(found) > 1:  # items that share their options (e.g. "1 and 2", ...): the stem decides
+            found = [item for item in found if _key(item.clean_question()) in message] or found
+        if found:
+            return found[0]
         return next((item for stem, item in self._by_stem if stem and stem in message), None)
 
     def triggered(self, question: ShownQuestion) -> bool:
