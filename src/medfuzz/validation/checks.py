@@ -66,8 +66,8 @@ def format_table(checks: list[Check]) -> str:
     rows = [("method", "statistic", "planted", "measured", f"{LEVEL:.0%} interval", "n", "result")]
     for c in checks:
         verdict = "pass" if c.passed else ("xfail" if c.expect_fail else "FAIL")
-        rows.append((c.method, c.statistic, f"{c.planted:.4f}", f"{c.measured:.4f}",
-                     f"[{c.low:.4f}, {c.high:.4f}]", str(c.n), verdict))
+        rows.append((c.method, c.statistic, f"{c.planted:.4g}", f"{c.measured:.4g}",
+                     f"[{c.low:.4g}, {c.high:.4g}]", str(c.n), verdict))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
