@@ -62,7 +62,9 @@ def mean_check(method: str, statistic: str, planted: float, measured: float, se:
 
 def exact_check(method: str, statistic: str, planted: float, measured: float, n: int = 0, note: str = "",
                 tolerance: float = 1e-9, expect_fail: bool = False) -> Check:
-    return Check(method, statistic, planted, measured, planted - tolerance, planted + tolerance, n, note, expect_fail)
+    """Equal up to floating point: relative ``tolerance`` (absolute 1e-12 around 0)."""
+    half = max(1e-12, tolerance * abs(planted))
+    return Check(method, statistic, planted, measured, planted - half, planted + half, n, note, expect_fail)
 
 
 def format_table(checks: list[Check]) -> str:
