@@ -68,7 +68,7 @@ def exact_check(method: str, statistic: str, planted: float, measured: float, n:
 
 
 def format_table(checks: list[Check]) -> str:
-    rows = [("method", "statistic", "planted", "measured", f"{LEVEL:.0%} interval", "n", "result")]
+    rows = [("method", "statistic", "planted", "measured", f"{LEVEL:.1%} interval", "n", "result")]
     for c in checks:
         verdict = "pass" if c.passed else ("xfail" if c.expect_fail else "FAIL")
         rows.append((c.method, c.statistic, f"{c.planted:.4g}", f"{c.measured:.4g}",
