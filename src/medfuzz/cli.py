@@ -42,6 +42,37 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _planted_serve(args: argparse.Namespace) -> int:
+    """Serve the planted (known-truth) models until Ctrl-C / SIGTERM (see docs/validation.md)."""
+    import signal
+
+    from medfuzz.models.planted.server import launch
+    from medfuzz.models.planted.spec import PlantedSpec
+
+    spec = PlantedSpec.load(args.spec)
+    if args.data:
+        spec = spec.with_target(data=args.data)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    server = launch(spec, port=args.port or 0)
+    print(server.usage_text(), flush=True)
+    print("\nPress Ctrl-C to stop.", flush=True)
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """Known-truth validation on planted models (docs/validation.md)."""
+    from medfuzz.validation.run import main as validate_main
+
+    return validate_main(args.size, Path(args.out), seed=args.seed, spec=args.spec)
+
+
 def _script(name: str) -> str:
     """A console script of this environment (the one medfuzz runs in), falling back to PATH."""
     local = Path(sys.executable).parent / name
@@ -143,6 +174,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--threads", type=int, default=2)
     serve.add_argument("--context", type=int, default=4096)
     serve.set_defaults(func=_serve)
+
+    planted = commands.add_parser("planted", help="known-truth planted models (docs/validation.md)")
+    planted_commands = planted.add_subparsers(dest="planted_command", required=True)
+    planted_serve = planted_commands.add_parser("serve", help="serve the planted target and attacker "
+                                                              "(OpenAI-compatible, 127.0.0.1)")
+    planted_serve.add_argument("--spec", default="default", help="a bundled spec name or a YAML path")
+    planted_serve.add_argument("--data", default=None, help="override the spec's target.data (demo or a file)")
+    planted_serve.add_argument("--port", type=int, default=None, help="default: a free port")
+    planted_serve.set_defaults(func=_planted_serve)
+
+    validate = commands.add_parser("validate", help="check every statistic against planted known-truth models")
+    validate.add_argument("--size", choices=("ci", "full"), default="full", help="ci: seconds; full: minutes")
+    validate.add_argument("--out", default="medfuzz-validation", help="folder for validation.json and the plot")
+    validate.add_argument("--seed", type=int, default=0)
+    validate.add_argument("--spec", default=None, help="a planted spec YAML (default: the bundled one)")
+    validate.set_defaults(func=_validate)
 
     demo = commands.add_parser("demo", help="run MedQA on the embedded model through Inspect and lm-eval")
     demo.add_argument("--out", default="medfuzz-demo", help="folder for logs and results")

@@ -40,6 +40,8 @@ def register_models() -> None:
 
     import lm_eval.models  # noqa: F401
 
+    import medfuzz.adapters.planted_lm
+
     # medfuzz-local runs the embedded GGUF through llama.cpp, which needs the 'local' extra
     if importlib.util.find_spec("llama_cpp") is not None:
         import medfuzz.adapters.llama_cpp_lm  # noqa: F401

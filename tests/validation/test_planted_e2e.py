@@ -1,0 +1,117 @@
+"""Known truth through the real harnesses: Inspect's openai-api provider and lm-eval (the planted LM and
+local-completions) against the planted models, checked against values computed from the planted rule."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from medfuzz.benchmarks import load_items
+from medfuzz.models.planted import PlantedSpec, PlantedTarget
+from medfuzz.models.planted.server import serve
+from medfuzz.scorers.medfuzz import totals
+from tests.e2e.conftest import cli, run_cli
+
+pytestmark = pytest.mark.e2e
+
+LIMIT = 4
+
+
+def _normalised(logprobs: dict[str, float]) -> dict[str, float]:
+    total = sum(math.exp(v) for v in logprobs.values())
+    return {k: math.exp(v) / total for k, v in logprobs.items()}
+
+
+def test_inspect_medfuzz_against_the_planted_server(planted_server, planted_spec, tmp_path):
+    from inspect_ai.log import read_eval_log
+
+    run_cli([cli("inspect"), "eval", "medfuzz/medfuzz_medqa", "--model", planted_server.inspect_model(),
+             "--model-role", f"attacker={planted_server.inspect_model(attacker=True)}", "-T", "data=demo",
+             "-T", "replicates=2", "-T", "turns=3", "-T", "controls=3", "-T", "option_orders=1",
+             "--limit", str(LIMIT), "--log-dir", str(tmp_path), "--display", "none"],
+            env=planted_server.inspect_env())
+    log = read_eval_log(next(tmp_path.glob("*.eval")))
+    assert log.status == "success"
+    target = planted_server.app.target
+    sigma = planted_spec.target.noise
+    values, successes = [], 0
+    for sample in log.samples:
+        score = sample.scores["medfuzz_scorer"]
+        values.append(score.value)
+        for replicate in score.metadata["replicates"]:
+            original = replicate["original"]
+            item_id = replicate["item_id"]
+            key = score.metadata["item"]["answer"]
+            # the letter probabilities Inspect recorded are the planted ones: b_i ± noise on the key
+            p_key = _normalised(original["letter_logprobs"])[key]
+            assert abs(p_key - target.base[item_id]) <= sigma + 1e-9
+            if replicate["outcome"] == "success":
+                successes += 1
+                sig = replicate["significance"]
+                controls = [c["p_hat"] for c in sig["controls"] if c["p_hat"] is not None]
+                exceed = sum(abs(c - sig["p0"]) >= abs(sig["pa"] - sig["p0"]) - 1e-9 for c in controls)
+                assert replicate["p_value"] == pytest.approx(exceed / len(controls))
+    assert successes >= 1
+    pooled = totals(values, 3)
+    reported = {k: v.value for k, v in log.results.scores[0].metrics.items()}
+    assert reported["medfuzz_clean_acc"] == pytest.approx(pooled["clean_accuracy"])
+    assert reported["medfuzz_post_attack_acc"] == pytest.approx(pooled["post_attack_accuracy"])
+
+
+@pytest.fixture(scope="module")
+def biased_spec(tmp_path_factory):
+    """No jitter and half the answers 'A': every item's argmax is A, so lm-eval's acc is the share of keys
+    that are A, and each letter's log-likelihood is log(0.5 p + 0.5 [letter = A])."""
+    path = tmp_path_factory.mktemp("spec") / "biased.yaml"
+    path.write_text("name: planted\ntarget:\n  data: demo\n  noise: 0.0\n  bias_letter: A\n  bias_rate: 0.5\n")
+    return path
+
+
+def _check_lm_eval_samples(folder, spec: PlantedSpec) -> None:
+    items = load_items("medqa", "demo")[:LIMIT]
+    target = PlantedTarget(spec, items)
+    results = json.loads(next(folder.rglob("results_*.json")).read_text())
+    acc = results["results"]["medqa_clean"]["acc,none"]
+    assert acc == pytest.approx(sum(i.answer == "A" for i in items) / LIMIT)
+    samples = [json.loads(line) for line in next(folder.rglob("samples_medqa_clean_*.jsonl")).read_text().splitlines()]
+    assert len(samples) == LIMIT
+    for sample, item in zip(sorted(samples, key=lambda s: s["doc_id"]), items, strict=True):
+        b = target.base[item.id]
+        expected = {letter: 0.5 * (b if letter == item.answer else (1 - b) / 3) + 0.5 * (letter == "A")
+                    for letter in item.letters}
+        measured = [float(r[0]) for r in sample["filtered_resps"]]
+        assert measured == pytest.approx([math.log(expected[letter]) for letter in item.letters])
+
+
+def test_lm_eval_planted_lm(biased_spec, tmp_path):
+    run_cli([cli("medfuzz-lm-eval"), "--model", "medfuzz-planted", "--model_args", f"spec={biased_spec}",
+             "--tasks", "medqa_clean", "--metadata", '{"data": "demo"}', "--limit", str(LIMIT),
+             "--output_path", str(tmp_path), "--log_samples"])
+    _check_lm_eval_samples(tmp_path, PlantedSpec.load(biased_spec))
+
+
+def test_lm_eval_local_completions_against_the_planted_server(biased_spec, tmp_path):
+    spec = PlantedSpec.load(biased_spec)
+    with serve(spec) as server:
+        run_cli([cli("medfuzz-lm-eval"), "--model", "local-completions", "--model_args",
+                 f"model={server.target_name},base_url={server.base_url}/completions,tokenizer_backend=remote,"
+                 "num_concurrent=1,max_retries=1", "--tasks", "medqa_clean", "--metadata", '{"data": "demo"}',
+                 "--limit", str(LIMIT), "--output_path", str(tmp_path), "--log_samples"])
+    _check_lm_eval_samples(tmp_path, spec)
+
+
+def test_inspect_template_attacker_provider(planted_server, tmp_path):
+    """``--model-role attacker=medfuzz-template/attacker`` resolves through medfuzz's Inspect entry point."""
+    from inspect_ai.log import read_eval_log
+
+    run_cli([cli("inspect"), "eval", "medfuzz/medfuzz_medqa", "--model", planted_server.inspect_model(),
+             "--model-role", "attacker=medfuzz-template/attacker", "-T", "data=demo", "-T", "replicates=1",
+             "-T", "turns=2", "-T", "controls=2", "-T", "option_orders=1", "--limit", "3",
+             "--log-dir", str(tmp_path), "--display", "none"], env=planted_server.inspect_env())
+    log = read_eval_log(next(tmp_path.glob("*.eval")))
+    assert log.status == "success"
+    replicates = [r for s in log.samples for r in s.scores["medfuzz_scorer"].metadata["replicates"]]
+    assert not [r for r in replicates if r["outcome"] == "llm_error"]
+    assert any(r["turns"] for r in replicates)
