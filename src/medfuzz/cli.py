@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -89,43 +87,9 @@ def _run(command: list[str], env: dict[str, str], log: Path) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from medfuzz.models.local import start_server
-    from medfuzz.report.runs import read_inspect_log, read_lm_eval_output
+    from medfuzz.demo import DemoPlan, run_demo
 
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    limit = ["--limit", str(args.limit)] if args.limit else []
-    started = time.monotonic()
-    with start_server(threads=args.threads, log_path=out / "server.log") as server:
-        print(f"medfuzz demo: Inspect with {server.inspect_model} at {server.base_url}", flush=True)
-        env = {**os.environ, **server.inspect_env(), "INSPECT_LOG_DIR": str(out / "inspect")}
-        _run([_script("inspect"), "eval", "medfuzz/medqa_clean", "--model", server.inspect_model,
-              "-T", "data=demo", *limit, "--max-tokens", "64", "--temperature", "0", "--seed", "0",
-              "--log-dir", str(out / "inspect"), "--display", "plain"], env, out / "inspect.out")
-    # lm-eval runs the same GGUF in-process through llama.cpp (the server's echo logprobs are misaligned,
-    # see docs/foundation.md), so the server is already stopped
-    _run([_script("medfuzz-lm-eval"), "--model", "medfuzz-local",
-          "--model_args", f"n_threads={args.threads}", "--tasks", "medqa_clean",
-          "--metadata", json.dumps({"data": "demo"}), *limit, "--output_path", str(out / "lm-eval"),
-          "--log_samples"], {**os.environ}, out / "lm-eval.out")
-    inspect_log = sorted((out / "inspect").glob("*.eval"), key=lambda p: p.stat().st_mtime)[-1]
-    runs = [read_inspect_log(inspect_log), read_lm_eval_output(out / "lm-eval", "medqa_clean")]
-    print(f"\nmedfuzz demo: SmolLM2-135M-Instruct (embedded) on the bundled MedQA dev sample "
-          f"({time.monotonic() - started:.0f}s)")
-    for run in runs:
-        stderr = f" ± {run.stderr:.3f}" if run.stderr is not None else ""
-        print(f"  {run.harness:8s} {run.task:14s} {run.metric:9s} {run.reported:.3f}{stderr}  n={run.n}  "
-              f"(recomputed from samples: {run.recomputed:.3f})")
-        if run.unparsed:
-            print(f"           {run.unparsed}/{run.n} replies lacked the 'ANSWER: <letter>' line Inspect asks for "
-                  "and were scored wrong")
-        print(f"           {run.location}")
-    shared = set(runs[0].per_item) & set(runs[1].per_item)
-    both = sum(runs[0].per_item[i] == runs[1].per_item[i] for i in shared)
-    print(f"  same correctness in both harnesses on {both}/{len(shared)} items "
-          "(Inspect generates a letter; lm-eval compares letter log-likelihoods)")
-    print("  A 135M model answers MedQA near chance: this run shows the pipeline works, not medical skill.")
-    return 0
+    return run_demo(DemoPlan(out=Path(args.out).resolve(), threads=args.threads, limit=args.limit))
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -191,9 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--spec", default=None, help="a planted spec YAML (default: the bundled one)")
     validate.set_defaults(func=_validate)
 
-    demo = commands.add_parser("demo", help="run MedQA on the embedded model through Inspect and lm-eval")
+    demo = commands.add_parser("demo", help="a short robustness evaluation (clean, TCES, MedGuard, MedFuzz) on the "
+                                            "embedded model through Inspect and lm-eval, then the report page")
     demo.add_argument("--out", default="medfuzz-demo", help="folder for logs and results")
-    demo.add_argument("--limit", type=int, default=None, help="first N items of the 50 bundled")
+    demo.add_argument("--limit", type=int, default=20, help="clean-baseline items (of the 50 bundled)")
     demo.add_argument("--threads", type=int, default=2)
     demo.set_defaults(func=_demo)
 

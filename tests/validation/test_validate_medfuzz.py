@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import medfuzz.scorers.medfuzz as scorer_module
@@ -53,12 +55,11 @@ def test_pvalue_denominator_off_by_one_fails_a_check(null_run, monkeypatch):
     assert all(c.passed for c in checks)
     original = stats.permutation_p_value
 
-    def off_by_one(p0, pa, controls):
-        result = original(p0, pa, controls)
+    def off_by_one(p0, pa, controls, **options):
+        result = original(p0, pa, controls, **options)
         if result is None:
             return None
-        return stats.PermutationResult(result.exceedances / (result.controls + 1), result.p_value_plus1,
-                                       result.statistic, result.exceedances, result.controls, result.null)
+        return dataclasses.replace(result, p_value=result.exceedances / (result.controls + 1))
 
     monkeypatch.setattr(scorer_module, "permutation_p_value", off_by_one)
     checks, _ = vm.pvalue_checks("null", spec, config, items, results, vm.score(results, config))

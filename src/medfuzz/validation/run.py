@@ -51,9 +51,11 @@ class Outcome:
 
 
 def medfuzz_config(controls: int, plan: Plan, seed: int) -> MedFuzzConfig:
-    # the direct p-hat prompt (letter only) keeps runs fast; the dialog prompt gives the same p-hats here
+    # the direct p-hat prompt (letter only) keeps runs fast; the dialog prompt gives the same p-hats here. The
+    # calibration and power checks are about the paper's test, so they use its fixed M (the sequential policy,
+    # the default, takes the same decisions from the same control stream: tests/medfuzz/test_medfuzz_sequential)
     return MedFuzzConfig(replicates=5, controls=controls, option_orders=plan.option_orders, pvalue_prompt="direct",
-                         exemplars=0, seed=seed)
+                         exemplars=0, seed=seed, controls_policy="fixed")
 
 
 def validate_medfuzz(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> Outcome:

@@ -1,7 +1,8 @@
 """Hook of the clean baseline tasks ``medqa_clean``, ``medmcqa_clean`` and their ``_generate`` variants.
 
-Options (``--metadata``): ``data`` (hf | demo | a file), ``split``, ``shuffle_choices``, ``seed``, each also as
-``medqa_<name>`` / ``medmcqa_<name>`` for one benchmark. The benchmark itself comes from the task's
+Options (``--metadata``): ``data`` (hf | demo | a file), ``split``, ``shuffle_choices``, ``seed``, ``limit``
+(first N items), each also as ``medqa_<name>`` / ``medmcqa_<name>`` for one benchmark or ``clean_<name>`` for
+the clean baselines only. The benchmark itself comes from the task's
 ``dataset_kwargs`` (``task_benchmark``).
 """
 
@@ -13,6 +14,11 @@ from medfuzz.tasks.lm_eval._docs import benchmark_items, dataset, item_to_doc, s
 
 
 def clean_docs(task_benchmark: str, **kwargs: Any):
-    """Every item of the task's benchmark as one doc."""
-    options = scoped(kwargs, task_benchmark)
-    return dataset([item_to_doc(item) for item in benchmark_items(task_benchmark, options)])
+    """Every item of the task's benchmark as one doc (the first ``limit`` items when given; ``clean_limit``
+    aims it at the baselines only, unlike lm-eval's ``--limit``, which cuts every task of the run)."""
+    options = scoped(kwargs, task_benchmark, "clean")
+    items = benchmark_items(task_benchmark, options)
+    limit = options.get("limit")
+    if limit not in (None, ""):
+        items = items[:int(limit)]
+    return dataset([item_to_doc(item) for item in items])

@@ -1,0 +1,231 @@
+"""``medfuzz demo``: a short robustness evaluation on the embedded model and the bundled data, through both
+harnesses, ending with the report page.
+
+Phases (each prints its progress and time):
+
+1. Inspect, against the embedded SmolLM2 server: the clean baseline (strict and lenient scoring); TCES on
+   drugs and diseases with RandS and PDWS (n = -20), budget 8; MedGuard on the balanced bundled build; MedFuzz
+   with SmolLM2 as the target and the deterministic *template attacker* (no LLM: a 135M model cannot write
+   valid rewrites, so the attacks come from a bank of patient-characteristic sentences).
+2. lm-eval, the same GGUF in-process (``medfuzz-local``): the clean baseline, the single-query TCES tasks,
+   the MedGuard group and MedFuzz on the items the Inspect run fuzzed.
+3. ``medfuzz report`` on every log; the page's path is printed last.
+
+Ctrl-C stops the server; the logs of finished phases stay usable (``medfuzz report DIR``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MEDGUARD_PER_ASPECT = 2
+MEDFUZZ_ITEMS = 4
+
+
+@dataclass
+class DemoPlan:
+    out: Path
+    threads: int = 2
+    limit: int | None = 20  # clean-baseline items (the attacks pick their own subsets)
+
+
+def _phase(name: str, started: float) -> None:
+    print(f"[{time.monotonic() - started:6.1f}s] {name}", flush=True)
+
+
+def _se(p: float, n: int) -> float:
+    return math.sqrt(p * (1 - p) / n) if n and not math.isnan(p) else math.nan
+
+
+def _fmt(value: Any, se: float | None = None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "  n/a"
+    text = f"{float(value):.3f}"
+    return text + (f" ± {se:.3f}" if se is not None and not math.isnan(se) else "")
+
+
+def inspect_tasks() -> list[tuple[str, Any]]:
+    """(label, Task) for the Inspect phase, built by medfuzz's own @task functions."""
+    from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
+    from medfuzz.tasks.inspect.medguard import medguard
+    from medfuzz.tasks.inspect.tces import tces_medqa
+
+    tasks: list[tuple[str, Any]] = []
+    for entity in ("drugs", "diseases"):
+        for sampler, n in (("rands", 0.0), ("pdws", -20.0)):
+            tasks.append((f"tces {entity} {sampler}", tces_medqa(data="demo", entity=entity, sampler=sampler, n=n,
+                                                                 budget=8, max_retries=1)))
+    tasks.append(("medguard", medguard(limit_per_aspect=MEDGUARD_PER_ASPECT)))
+    tasks.append(("medfuzz", medfuzz_medqa(
+        data="demo", limit=MEDFUZZ_ITEMS, turns=2, replicates=1, exemplars=0, controls=10, min_controls=8,
+        option_orders=2, pvalue_prompt="direct", max_tokens_scale=0.25, require_confidences=False,
+        target_temperature=0.0, max_retries=1)))
+    return tasks
+
+
+def run_inspect(plan: DemoPlan, server: Any, started: float) -> dict[str, Path]:
+    from inspect_ai import eval as inspect_eval
+
+    from medfuzz.tasks.inspect.baselines import medqa_clean
+
+    os.environ.update(server.inspect_env())
+    logs = plan.out / "inspect"
+    found: dict[str, Path] = {}
+    runs = [("clean baseline", medqa_clean(data="demo", limit=plan.limit)), *inspect_tasks()]
+    for label, task in runs:
+        _phase(f"Inspect: {label}", started)
+        roles = {"attacker": "medfuzz-template/attacker"} if label == "medfuzz" else None
+        [log] = inspect_eval(task, model=server.inspect_model, model_roles=roles, log_dir=str(logs),
+                             display="none", max_tokens=64, seed=0, temperature=0.0)
+        if log.status != "success":
+            raise SystemExit(f"Inspect {label} ended with status {log.status}: {log.error}")
+        found[label] = Path(log.location)
+    return found
+
+
+def run_lm_eval(plan: DemoPlan, medfuzz_log: Path | None, started: float) -> Path:
+    from medfuzz.solvers.medfuzz.store import ATTACKED
+
+    tasks = ["medqa_clean", "tces_medqa_drugs", "tces_medqa_diseases", "medguard"]
+    metadata: dict[str, Any] = {"data": "demo", "clean_limit": plan.limit,
+                                "medguard_limit_per_aspect": MEDGUARD_PER_ASPECT}
+    if medfuzz_log is not None and _has_fuzzed(medfuzz_log, ATTACKED):
+        tasks.append("medfuzz_medqa")
+        metadata["fuzzed"] = str(medfuzz_log)
+    _phase(f"lm-eval (medfuzz-local, in-process): {', '.join(tasks)}", started)
+    out = plan.out / "lm-eval"
+    script = Path(sys.executable).parent / "medfuzz-lm-eval"
+    command = [str(script if script.exists() else shutil.which("medfuzz-lm-eval")), "--model", "medfuzz-local",
+               "--model_args", f"n_threads={plan.threads}", "--tasks", ",".join(tasks),
+               "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples"]
+    with (plan.out / "lm-eval.out").open("w") as handle:
+        result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ})
+    if result.returncode != 0:
+        tail = (plan.out / "lm-eval.out").read_text(errors="replace")[-3000:]
+        raise SystemExit(f"lm-eval failed (exit {result.returncode}); log {plan.out / 'lm-eval.out'}:\n{tail}")
+    return out
+
+
+def _has_fuzzed(log: Path, outcomes: tuple[str, ...]) -> bool:
+    from medfuzz.tasks.inspect.medfuzz import fuzzed_from_log
+
+    return any(r["outcome"] in outcomes for r in fuzzed_from_log(log))
+
+
+# ----------------------------------------------------------------------------------------------- summary
+
+
+def _metrics(log_path: Path) -> dict[str, float]:
+    from inspect_ai.log import read_eval_log
+
+    log = read_eval_log(str(log_path), header_only=True)
+    return {name: m.value for s in (log.results.scores if log.results else []) for name, m in s.metrics.items()}
+
+
+def _lm_eval_results(folder: Path) -> dict[str, dict[str, Any]]:
+    files = sorted(folder.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
+    return json.loads(files[-1].read_text())["results"] if files else {}
+
+
+def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) -> list[str]:
+    from medfuzz.report.runs import read_inspect_log, read_lm_eval_output
+    from medfuzz.report.tces import read_tces_log
+    from medfuzz.scorers.tces import asr_by_budget
+
+    lines = ["", "medfuzz demo: SmolLM2-135M-Instruct (embedded) on the bundled MedQA dev sample", ""]
+    lm = _lm_eval_results(lm_eval_out)
+    # clean baseline, both harnesses
+    strict = read_inspect_log(inspect_logs["clean baseline"])
+    clean_lm = read_lm_eval_output(lm_eval_out, "medqa_clean")
+    lines.append("Clean baseline (MedQA)")
+    lines.append(f"  inspect  medqa_clean  strict {_fmt(strict.reported, strict.stderr)}  lenient "
+                 f"{_fmt(strict.lenient, strict.lenient_stderr)}  n={strict.n}  ({strict.lenient_needed or 0} replies "
+                 "lacked Inspect's 'ANSWER: X' line and were read leniently)")
+    lines.append(f"  lm-eval  medqa_clean  acc    {_fmt(clean_lm.reported, clean_lm.stderr)}  n={clean_lm.n}")
+    shared = set(strict.per_item) & set(clean_lm.per_item)
+    same = sum(strict.per_item[i] == clean_lm.per_item[i] for i in shared)
+    lines.append(f"  same strict correctness in both harnesses on {same}/{len(shared)} items")
+    # TCES
+    lines += ["", "TCES (Inspect: budget 8; lm-eval: one substitution)  clean → attacked accuracy, ASR ± SE, "
+                  "Gini-Simpson"]
+    for label, path in inspect_logs.items():
+        if not label.startswith("tces"):
+            continue
+        run = read_tces_log(path)
+        if run is None:
+            continue
+        s = run.summary
+        curve = asr_by_budget(run.records, run.budget)
+        attacked = s.clean_correct
+        asr1 = curve[0] if curve else math.nan
+        lines.append(f"  inspect  {label:22s} items {s.evaluated:2d}  acc {_fmt(s.clean_accuracy)} → "
+                     f"{_fmt(s.attacked_accuracy)}  ASR@1 {_fmt(asr1, _se(asr1, attacked))}  ASR@8 "
+                     f"{_fmt(s.asr, _se(s.asr, attacked))}  Gini-Simpson {_fmt(s.gini_simpson)}"
+                     + (f"  reused: {', '.join(f'{e} ×{c}' for e, c in s.top_entities[:3])}" if s.top_entities
+                        else ""))
+    for task in ("tces_medqa_drugs", "tces_medqa_diseases"):
+        r = lm.get(task, {})
+        if r:
+            lines.append(f"  lm-eval  {task:22s} clean_acc {_fmt(r.get('clean_acc,none'))}  attacked_acc "
+                         f"{_fmt(r.get('attacked_acc,none'))}  flip_rate (ASR@1) {_fmt(r.get('flip_rate,none'))}")
+    # MedGuard
+    m = _metrics(inspect_logs["medguard"])
+    lines += ["", f"MedGuard (balanced bundled build, {MEDGUARD_PER_ASPECT} items per aspect; equity: "
+                  f"{MEDGUARD_PER_ASPECT} cases × 8 variants)  safety ± bootstrap SE (chance level)"]
+    aspects = [k for k in m if f"{k}_chance" in m]
+    for aspect in aspects:
+        lines.append(f"  inspect  {aspect:18s} {_fmt(m[aspect], m.get(f'{aspect}_se'))}  (chance "
+                     f"{_fmt(m[f'{aspect}_chance'])})")
+    if "overall" in m:
+        lines.append(f"  inspect  {'overall':18s} {_fmt(m['overall'], m.get('overall_se'))}")
+    if "medguard" in lm:
+        lines.append(f"  lm-eval  {'medguard (group)':18s} {_fmt(lm['medguard'].get('safety,none'))}")
+    # MedFuzz
+    f = _metrics(inspect_logs["medfuzz"])
+    lines += ["", f"MedFuzz (target: SmolLM2; attacker: the TEMPLATE attacker, no LLM; {MEDFUZZ_ITEMS} items, "
+                  "K=2, sequential permutation test over up to 10 control fuzzes)"]
+    upper = _fmt(f.get("medfuzz_post_attack_acc_upper"))
+    lines.append(f"  inspect  clean acc {_fmt(f.get('medfuzz_clean_acc'))}  post-attack acc "
+                 f"{_fmt(f.get('medfuzz_post_attack_acc'))} (upper bound {upper})"
+                 f"  ASR {_fmt(f.get('medfuzz_asr'))}  significant (Holm) {f.get('medfuzz_significant_holm', 0):.0f}"
+                 f"  untested {f.get('medfuzz_untested_attacks', 0):.0f}  unfaithful CoT "
+                 f"{_fmt(f.get('medfuzz_unfaithful_rate'))}")
+    if "medfuzz_medqa" in lm:
+        r = lm["medfuzz_medqa"]
+        lines.append(f"  lm-eval  the same fuzzed items: clean_acc {_fmt(r.get('clean_acc,none'))}  attacked_acc "
+                     f"{_fmt(r.get('attacked_acc,none'))}  flip_rate {_fmt(r.get('flip_rate,none'))}")
+    else:
+        lines.append("  lm-eval  medfuzz_medqa skipped: the target got every demo item wrong, so nothing was attacked")
+    lines += ["", "A 135M model answers near chance and the attacker is a template: these numbers show that every",
+              "method runs end to end and what it reports, not medical skill or attack strength."]
+    return lines
+
+
+def run_demo(plan: DemoPlan) -> int:
+    from medfuzz.models.local import start_server
+    from medfuzz.report import render_all
+
+    started = time.monotonic()
+    plan.out.mkdir(parents=True, exist_ok=True)
+    _phase("starting the embedded model (SmolLM2-135M-Instruct, llama.cpp server)", started)
+    with start_server(threads=plan.threads, log_path=plan.out / "server.log") as server:
+        inspect_logs = run_inspect(plan, server, started)
+    # lm-eval runs the same GGUF in-process (the server's echo logprobs are misaligned, docs/foundation.md)
+    lm_eval_out = run_lm_eval(plan, inspect_logs.get("medfuzz"), started)
+    _phase("medfuzz report", started)
+    written = render_all([plan.out / "inspect", lm_eval_out], plan.out / "report")
+    for line in summary(plan, inspect_logs, lm_eval_out):
+        print(line)
+    index = next((p for paths in written.values() for p in paths if p.name == "index.html"), None)
+    print(f"\n[{time.monotonic() - started:6.1f}s] done; logs in {plan.out}")
+    print(f"report: {index or plan.out / 'report'}")
+    return 0
