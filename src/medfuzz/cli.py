@@ -89,7 +89,7 @@ def _run(command: list[str], env: dict[str, str], log: Path) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from medfuzz.demo import DemoPlan, run_demo
 
-    return run_demo(DemoPlan(out=Path(args.out).resolve(), threads=args.threads, limit=args.limit))
+    return run_demo(DemoPlan(out=Path(args.out).resolve(), threads=args.threads, limit=args.limit, quick=args.quick))
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="medfuzz-demo", help="folder for logs and results")
     demo.add_argument("--limit", type=int, default=20, help="clean-baseline items (of the 50 bundled)")
     demo.add_argument("--threads", type=int, default=2)
+    demo.add_argument("--quick", action="store_true", help="a smaller run (drugs and RandS only, fewer items)")
     demo.set_defaults(func=_demo)
 
     comp = commands.add_parser("compare", help="compare models on MedGuard from Inspect logs / lm-eval results")

@@ -27,15 +27,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MEDGUARD_PER_ASPECT = 2
-MEDFUZZ_ITEMS = 4
-
 
 @dataclass
 class DemoPlan:
     out: Path
     threads: int = 2
     limit: int | None = 20  # clean-baseline items (the attacks pick their own subsets)
+    quick: bool = False  # a smaller run for the end-to-end test: drugs and RandS only, fewer items
+
+    @property
+    def medguard_per_aspect(self) -> int:
+        return 1 if self.quick else 2
+
+    @property
+    def medfuzz_items(self) -> int:
+        return 2 if self.quick else 4
+
+    @property
+    def tces_runs(self) -> list[tuple[str, str, float]]:
+        if self.quick:
+            return [("drugs", "rands", 0.0)]
+        return [(entity, sampler, n) for entity in ("drugs", "diseases") for sampler, n in (("rands", 0.0),
+                                                                                           ("pdws", -20.0))]
 
 
 def _phase(name: str, started: float) -> None:
@@ -53,20 +66,19 @@ def _fmt(value: Any, se: float | None = None) -> str:
     return text + (f" ± {se:.3f}" if se is not None and not math.isnan(se) else "")
 
 
-def inspect_tasks() -> list[tuple[str, Any]]:
+def inspect_tasks(plan: DemoPlan) -> list[tuple[str, Any]]:
     """(label, Task) for the Inspect phase, built by medfuzz's own @task functions."""
     from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
     from medfuzz.tasks.inspect.medguard import medguard
     from medfuzz.tasks.inspect.tces import tces_medqa
 
     tasks: list[tuple[str, Any]] = []
-    for entity in ("drugs", "diseases"):
-        for sampler, n in (("rands", 0.0), ("pdws", -20.0)):
-            tasks.append((f"tces {entity} {sampler}", tces_medqa(data="demo", entity=entity, sampler=sampler, n=n,
-                                                                 budget=8, max_retries=1)))
-    tasks.append(("medguard", medguard(limit_per_aspect=MEDGUARD_PER_ASPECT)))
+    for entity, sampler, n in plan.tces_runs:
+        tasks.append((f"tces {entity} {sampler}", tces_medqa(data="demo", entity=entity, sampler=sampler, n=n,
+                                                             budget=8, max_retries=1)))
+    tasks.append(("medguard", medguard(limit_per_aspect=plan.medguard_per_aspect)))
     tasks.append(("medfuzz", medfuzz_medqa(
-        data="demo", limit=MEDFUZZ_ITEMS, turns=2, replicates=1, exemplars=0, controls=10, min_controls=8,
+        data="demo", limit=plan.medfuzz_items, turns=2, replicates=1, exemplars=0, controls=10, min_controls=8,
         option_orders=2, pvalue_prompt="direct", max_tokens_scale=0.25, require_confidences=False,
         target_temperature=0.0, max_retries=1)))
     return tasks
@@ -80,12 +92,15 @@ def run_inspect(plan: DemoPlan, server: Any, started: float) -> dict[str, Path]:
     os.environ.update(server.inspect_env())
     logs = plan.out / "inspect"
     found: dict[str, Path] = {}
-    runs = [("clean baseline", medqa_clean(data="demo", limit=plan.limit)), *inspect_tasks()]
+    runs = [("clean baseline", medqa_clean(data="demo", limit=plan.limit)), *inspect_tasks(plan)]
     for label, task in runs:
         _phase(f"Inspect: {label}", started)
         roles = {"attacker": "medfuzz-template/attacker"} if label == "medfuzz" else None
+        # one sample at a time: the llama.cpp server answers one request at a time anyway, and consecutive
+        # queries about the same item then reuse its prompt cache (a TCES query differs in one option only)
         [log] = inspect_eval(task, model=server.inspect_model, model_roles=roles, log_dir=str(logs),
-                             display="none", max_tokens=64, seed=0, temperature=0.0)
+                             display="none", max_tokens=32, seed=0, temperature=0.0, max_samples=1,
+                             max_connections=1)
         if log.status != "success":
             raise SystemExit(f"Inspect {label} ended with status {log.status}: {log.error}")
         found[label] = Path(log.location)
@@ -95,9 +110,9 @@ def run_inspect(plan: DemoPlan, server: Any, started: float) -> dict[str, Path]:
 def run_lm_eval(plan: DemoPlan, medfuzz_log: Path | None, started: float) -> Path:
     from medfuzz.solvers.medfuzz.store import ATTACKED
 
-    tasks = ["medqa_clean", "tces_medqa_drugs", "tces_medqa_diseases", "medguard"]
+    tasks = ["medqa_clean", *sorted({f"tces_medqa_{entity}" for entity, _, _ in plan.tces_runs}), "medguard"]
     metadata: dict[str, Any] = {"data": "demo", "clean_limit": plan.limit,
-                                "medguard_limit_per_aspect": MEDGUARD_PER_ASPECT}
+                                "medguard_limit_per_aspect": plan.medguard_per_aspect}
     if medfuzz_log is not None and _has_fuzzed(medfuzz_log, ATTACKED):
         tasks.append("medfuzz_medqa")
         metadata["fuzzed"] = str(medfuzz_log)
@@ -179,8 +194,9 @@ def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) ->
                          f"{_fmt(r.get('attacked_acc,none'))}  flip_rate (ASR@1) {_fmt(r.get('flip_rate,none'))}")
     # MedGuard
     m = _metrics(inspect_logs["medguard"])
-    lines += ["", f"MedGuard (balanced bundled build, {MEDGUARD_PER_ASPECT} items per aspect; equity: "
-                  f"{MEDGUARD_PER_ASPECT} cases × 8 variants)  safety ± bootstrap SE (chance level)"]
+    per = plan.medguard_per_aspect
+    lines += ["", f"MedGuard (balanced bundled build, {per} items per aspect; equity: {per} cases × 8 variants)  "
+                  "safety ± bootstrap SE (chance level)"]
     aspects = [k for k in m if f"{k}_chance" in m]
     for aspect in aspects:
         lines.append(f"  inspect  {aspect:18s} {_fmt(m[aspect], m.get(f'{aspect}_se'))}  (chance "
@@ -191,7 +207,7 @@ def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) ->
         lines.append(f"  lm-eval  {'medguard (group)':18s} {_fmt(lm['medguard'].get('safety,none'))}")
     # MedFuzz
     f = _metrics(inspect_logs["medfuzz"])
-    lines += ["", f"MedFuzz (target: SmolLM2; attacker: the TEMPLATE attacker, no LLM; {MEDFUZZ_ITEMS} items, "
+    lines += ["", f"MedFuzz (target: SmolLM2; attacker: the TEMPLATE attacker, no LLM; {plan.medfuzz_items} items, "
                   "K=2, sequential permutation test over up to 10 control fuzzes)"]
     upper = _fmt(f.get("medfuzz_post_attack_acc_upper"))
     lines.append(f"  inspect  clean acc {_fmt(f.get('medfuzz_clean_acc'))}  post-attack acc "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -14,17 +15,25 @@ from tests.e2e.conftest import cli, run_cli
 pytestmark = pytest.mark.e2e
 
 
-def test_demo_runs_both_harnesses(tmp_path):
+def test_demo_runs_every_method_through_both_harnesses(tmp_path):
     pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
-    output = run_cli([cli("medfuzz"), "demo", "--limit", "4", "--out", str(tmp_path)])
-    inspect_run = read_inspect_log(next((tmp_path / "inspect").glob("*.eval")))
+    output = run_cli([cli("medfuzz"), "demo", "--quick", "--limit", "4", "--out", str(tmp_path)])
+    inspect_run = read_inspect_log(next((tmp_path / "inspect").glob("*medqa-clean*.eval")))
     lm_eval_run = read_lm_eval_output(tmp_path / "lm-eval", "medqa_clean")
     for run in (inspect_run, lm_eval_run):
         assert run.n == 4
         assert run.reported == pytest.approx(run.recomputed)
-        assert re.search(rf"{run.harness}\s+\S+\s+\S+\s+{run.reported:.3f}", output), output
     assert set(inspect_run.per_item) == set(lm_eval_run.per_item) == {f"medqa-dev-0000{i}" for i in range(1, 5)}
-    assert "same correctness in both harnesses" in output
+    assert f"strict {inspect_run.reported:.3f}" in output and f"acc    {lm_eval_run.reported:.3f}" in output
+    # at least one robustness number per method, and the report page last
+    for heading in ("Clean baseline", "TCES", "MedGuard", "MedFuzz (target: SmolLM2; attacker: the TEMPLATE"):
+        assert heading in output, heading
+    assert re.search(r"inspect  tces drugs rands .* ASR@8 ", output), output
+    assert re.search(r"lm-eval  tces_medqa_drugs .* flip_rate", output), output
+    assert re.search(r"inspect  overall +\d\.\d{3}", output), output
+    assert re.search(r"inspect  clean acc .* post-attack acc .* ASR ", output), output
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("report: ") and last.endswith("index.html") and Path(last[8:]).is_file()
 
 
 def test_inspect_medmcqa_shuffled_against_local_server(local_server: LocalServer, tmp_path):
