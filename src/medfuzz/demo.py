@@ -32,7 +32,7 @@ from typing import Any
 class DemoPlan:
     out: Path
     threads: int = 2
-    limit: int | None = 20  # clean-baseline items (the attacks pick their own subsets)
+    limit: int | None = 10  # clean-baseline items (the attacks pick their own subsets)
     quick: bool = False  # a smaller run for the end-to-end test: drugs and RandS only, fewer items
 
     @property
@@ -41,7 +41,13 @@ class DemoPlan:
 
     @property
     def medfuzz_items(self) -> int:
-        return 2 if self.quick else 4
+        return 2 if self.quick else 6
+
+    @property
+    def tces_items(self) -> int:
+        """The first items of the demo sample given to the Inspect TCES runs (those without an entity cost
+        nothing); lm-eval's single-substitution tasks take the first few attackable ones."""
+        return 10 if self.quick else 20
 
     @property
     def tces_runs(self) -> list[tuple[str, str, float]]:
@@ -74,13 +80,13 @@ def inspect_tasks(plan: DemoPlan) -> list[tuple[str, Any]]:
 
     tasks: list[tuple[str, Any]] = []
     for entity, sampler, n in plan.tces_runs:
-        tasks.append((f"tces {entity} {sampler}", tces_medqa(data="demo", entity=entity, sampler=sampler, n=n,
-                                                             budget=8, max_retries=1)))
+        tasks.append((f"tces {entity} {sampler}", tces_medqa(data="demo", limit=plan.tces_items, entity=entity,
+                                                             sampler=sampler, n=n, budget=8, max_retries=1)))
     tasks.append(("medguard", medguard(limit_per_aspect=plan.medguard_per_aspect)))
     tasks.append(("medfuzz", medfuzz_medqa(
         data="demo", limit=plan.medfuzz_items, turns=2, replicates=1, exemplars=0, controls=10, min_controls=8,
         option_orders=2, pvalue_prompt="direct", max_tokens_scale=0.25, require_confidences=False,
-        target_temperature=0.0, max_retries=1)))
+        max_retries=1)))  # the paper's target temperature 1.0: SmolLM2's sampled answers do move
     return tasks
 
 
@@ -111,7 +117,7 @@ def run_lm_eval(plan: DemoPlan, medfuzz_log: Path | None, started: float) -> Pat
     from medfuzz.solvers.medfuzz.store import ATTACKED
 
     tasks = ["medqa_clean", *sorted({f"tces_medqa_{entity}" for entity, _, _ in plan.tces_runs}), "medguard"]
-    metadata: dict[str, Any] = {"data": "demo", "clean_limit": plan.limit,
+    metadata: dict[str, Any] = {"data": "demo", "clean_limit": plan.limit, "tces_limit": 5,
                                 "medguard_limit_per_aspect": plan.medguard_per_aspect}
     if medfuzz_log is not None and _has_fuzzed(medfuzz_log, ATTACKED):
         tasks.append("medfuzz_medqa")
