@@ -124,8 +124,10 @@ def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float],
     turns = max((int(k.rsplit("_", 1)[1]) for v in values for k in v if k.startswith("correct_after_")), default=0)
     pooled = totals(values, turns) if values else {}
     curve = [pooled[f"accuracy_after_{k}"] for k in range(turns + 1)] if values else []
+    # the number of usable replicates behind every point (for the plot's interval)
+    curve_n = int(sum(v.get("valid", 0) for v in values))
     summary = summary_of(log, values, rows, self_attack, turns) if values else None
-    return rows, curve, log.eval.model, summary
+    return rows, (curve, curve_n), log.eval.model, summary
 
 
 def _rank_key(row: dict[str, Any]) -> tuple:
@@ -166,17 +168,26 @@ def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
         "answer. Highlighted: text the attacker added.</p>" + body, encoding="utf-8")
 
 
-def _plot(curves: list[tuple[str, list[float]]], path: Path) -> None:
+def _plot(curves: list[tuple[str, list[float]]], sizes: list[int], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    from statsmodels.stats.proportion import proportion_confint
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for label, curve in curves:
-        ax.plot(range(len(curve)), curve, marker="o", label=label)
+    for (label, curve), n in zip(curves, sizes, strict=True):
+        ks = list(range(len(curve)))
+        line = ax.plot(ks, curve, marker="o", label=f"{label} (n={n})")[0]
+        if n:
+            # 95% Wilson interval over the usable replicates (replicates of one item are not independent,
+            # so read it as a lower bound on the uncertainty)
+            low, high = proportion_confint([round(a * n) for a in curve], n, alpha=0.05, method="wilson")
+            ax.fill_between(ks, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("MedFuzz attack attempts (k)")
-    ax.set_ylabel("accuracy after k attempts")
+    ax.set_ylabel("accuracy after k attempts (95% Wilson band)")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -189,17 +200,19 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
     """Write the MedFuzz case-study tables and the accuracy-vs-attempts plot; return the files written."""
     rows: list[dict[str, Any]] = []
     curves: list[tuple[str, list[float]]] = []
+    sizes: list[int] = []
     summaries: list[dict[str, Any]] = []
     for path in log_paths:
         log = _read(Path(path))
         if log is None:
             continue
-        found, curve, model, summary = attacks_of(log, Path(path))
+        found, (curve, n), model, summary = attacks_of(log, Path(path))
         rows += found
         if summary is not None:
             summaries.append(summary)
         if curve:
             curves.append((f"{model} · {log.eval.task.split('/')[-1]}", curve))
+            sizes.append(n)
     if not curves:
         return []
     out_dir = Path(out_dir)
@@ -231,6 +244,6 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
             writer.writerows([safe_cell(label), k, _fmt(value)] for k, value in enumerate(curve))
     written.append(curve_csv)
     plot = out_dir / "medfuzz_accuracy_vs_attempts.png"
-    _plot(curves, plot)
+    _plot(curves, sizes, plot)
     written.append(plot)
     return written
