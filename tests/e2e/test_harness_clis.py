@@ -32,8 +32,10 @@ def test_demo_runs_every_method_through_both_harnesses(tmp_path):
     assert re.search(r"lm-eval  tces_medqa_drugs .* flip_rate", output), output
     assert re.search(r"inspect  overall +\d\.\d{3}", output), output
     assert re.search(r"inspect  clean acc .* post-attack acc .* ASR ", output), output
-    last = output.strip().splitlines()[-1]
-    assert last.startswith("report: ") and last.endswith("index.html") and Path(last[8:]).is_file()
+    # the last line the demo prints (stderr, e.g. a progress bar, may interleave after it)
+    printed = [line for line in output.splitlines() if line.startswith(("report: ", "["))]
+    assert printed[-1].startswith("report: ") and printed[-1].endswith("index.html"), printed[-3:]
+    assert Path(printed[-1][len("report: "):]).is_file()
 
 
 def test_inspect_medmcqa_shuffled_against_local_server(local_server: LocalServer, tmp_path):
