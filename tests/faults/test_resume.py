@@ -30,7 +30,9 @@ def server() -> Iterator[FaultServer]:
 def environment(server: FaultServer, tmp_path: Path, cache: str = "1W") -> dict[str, str]:
     return {**os.environ, **server.env(), "MEDFUZZ_CALL_CACHE": cache, "MEDFUZZ_CACHE": str(tmp_path / "cache"),
             "INSPECT_CACHE_DIR": str(tmp_path / "inspect-cache"),
-            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+            # the repository root for the tests' own modules; medfuzz itself comes from the installed package (an
+            # extra <root>/src entry would make Inspect see the src/ egg-info too and find no medfuzz tasks)
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
 
 
 def inspect_commands(server: FaultServer, logs: Path) -> tuple[list[str], object]:

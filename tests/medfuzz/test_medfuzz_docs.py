@@ -2,7 +2,7 @@
 
 After changing a parameter (name, default, DOCS entry), regenerate the table with
 
-    MEDFUZZ_REGENERATE_DOCS=1 PYTHONPATH=src python -m pytest tests/medfuzz/test_medfuzz_docs.py
+    MEDFUZZ_REGENERATE_DOCS=1 .venv/bin/python -m pytest tests/medfuzz/test_medfuzz_docs.py
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ field with ``tests/fixtures/golden/medfuzz_item.json``.
 Any change in what a run records (outcomes, turns, prompts' effect on the actors, seeds, controls, p-hats,
 usage, config) shows up here as a list of differing fields. After an intended change, regenerate with
 
-    MEDFUZZ_REGENERATE_GOLDEN=1 PYTHONPATH=src python -m pytest tests/medfuzz/test_medfuzz_golden.py
+    MEDFUZZ_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest tests/medfuzz/test_medfuzz_golden.py
 
 and review the diff of the JSON file before committing it.
 """

@@ -3,7 +3,7 @@
 Any change to a builder, a source, the key balancing or the seeding shows up here as a named difference
 (item, field). When the change is intended, regenerate the file and review its diff in the commit:
 
-    MEDFUZZ_REGENERATE_GOLDEN=1 PYTHONPATH=src python -m pytest -q tests/medguard/test_medguard_golden.py
+    MEDFUZZ_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/medguard/test_medguard_golden.py
 """
 
 from __future__ import annotations

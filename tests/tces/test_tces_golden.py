@@ -4,7 +4,7 @@ through ``attack_item``; ``TCESResult.to_dict()`` must equal the stored JSON fie
 A deliberate change of the engine's output (a new field, a new random stream) is accepted by regenerating the
 files and reviewing their diff:
 
-    MEDFUZZ_REGENERATE_GOLDEN=1 PYTHONPATH=$PWD/src python -m pytest -q tests/tces/test_tces_golden.py
+    MEDFUZZ_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/tces/test_tces_golden.py
     git diff tests/fixtures/golden/
 """
 
