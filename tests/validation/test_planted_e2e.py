@@ -30,6 +30,8 @@ def test_inspect_medfuzz_against_the_planted_server(planted_server, planted_spec
     run_cli([cli("inspect"), "eval", "medfuzz/medfuzz_medqa", "--model", planted_server.inspect_model(),
              "--model-role", f"attacker={planted_server.inspect_model(attacker=True)}", "-T", "data=demo",
              "-T", "replicates=2", "-T", "turns=3", "-T", "controls=3", "-T", "option_orders=1",
+             # the paper's fixed-M test, whose b/M the checks below recompute (the sequential default stops early)
+             "-T", "controls_policy=fixed",
              "--limit", str(LIMIT), "--log-dir", str(tmp_path), "--display", "none"],
             env=planted_server.inspect_env())
     log = read_eval_log(next(tmp_path.glob("*.eval")))
