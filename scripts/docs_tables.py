@@ -26,7 +26,8 @@ def main() -> None:
         if not pattern.search(text):
             print(f"{path}: no <!-- params:{name} --> markers, left alone")
             continue
-        path.write_text(pattern.sub(lambda m: m.group(1) + parameter_table(config) + m.group(2), text))
+        table = parameter_table(config)
+        path.write_text(pattern.sub(lambda m, table=table: m.group(1) + table + m.group(2), text))
         print(f"{path}: table of {name} written")
 
 
