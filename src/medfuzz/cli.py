@@ -87,7 +87,7 @@ def _run(command: list[str], env: dict[str, str], log: Path) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from medfuzz.demo import DemoPlan, run_demo
+    from medfuzz.tasks.demo import DemoPlan, run_demo
 
     return run_demo(DemoPlan(out=Path(args.out).resolve(), threads=args.threads, limit=args.limit, quick=args.quick))
 
