@@ -8,9 +8,11 @@ items (TCES adds one attacked doc per item). Each (adapter, task) pair runs in a
 process's wall time is *start-up* (imports, lm-eval's task index, the TCES vocabulary and embeddings, loading
 the GGUF). Token and call counts are exact and do not depend on how busy the machine is; seconds do.
 
-- ``before``: the adapter as it was up to commit 620c5db (requests in lm-eval's order, the last context token
-  re-evaluated for every answer letter), reproduced here by overriding two methods;
-- ``after``: the adapter as it is (token-sequence order, next-token log-probabilities kept per context).
+- ``given-order``: the adapter as it was up to commit 620c5db (requests in lm-eval's order, the last context
+  token re-evaluated for every answer letter);
+- ``token-order``: as it was up to 5fd9c2f (token-sequence order, next-token log-probabilities kept per context,
+  one decode per continuation token) -- both reproduced in ``bench/_local_before.py``;
+- ``after``: the adapter as it is (one decode per request for exactly the scored positions).
 
     PYTHONPATH=src .venv/bin/python bench/lm_eval_tces_cost.py --items 20 --threads 2
 """
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 
 TASKS = ("medqa_clean", "tces_medqa_drugs")
-VARIANTS = ("before", "after")
+VARIANTS = ("given-order", "token-order", "after")
 
 
 def select_items(data: str, count: int, out: Path) -> int:
@@ -49,31 +51,39 @@ def select_items(data: str, count: int, out: Path) -> int:
     return len(keep)
 
 
-def _before_class():
-    """The adapter's scheduling before this change: given order, no kept logits."""
+def _adapter(variant: str):
+    """The adapter class of each variant, counting llama.cpp decodes and the tokens they evaluate."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _local_before import TokenByToken
+
     from medfuzz.adapters.llama_cpp_lm import LlamaCppLM
 
-    class GivenOrder(LlamaCppLM):
-        def _feed(self, tokens: list[int]):
-            common = 0
-            for cached, token in zip(self.llm.input_ids[: self.llm.n_tokens], tokens, strict=False):
-                if cached != token:
-                    break
-                common += 1
-            self.llm.n_tokens = min(common, len(tokens) - 1)
-            self.llm.eval(tokens[self.llm.n_tokens:])
-            return self._last_logprobs()
+    class GivenOrder(TokenByToken):
+        """Up to 620c5db: requests in lm-eval's order, the last context token re-evaluated for every letter."""
 
         def loglikelihood(self, requests, disable_tqdm: bool = False):
             results = []
             for request in requests:
-                context, continuation = request.args
-                context_tokens, continuation_tokens = self._encode_pair(context, continuation)
-                results.append(self._continuation_logprobs(context_tokens or [self.llm.token_bos()],
-                                                           continuation_tokens))
+                self._after = None
+                results.append(self._score(*self._fit(*self._encode_pair(*request.args), request)))
             return results
 
-    return GivenOrder
+    class Batched(LlamaCppLM):
+        def _decode(self, tokens, start, first_output):
+            self.counts["evals"] += 1
+            self.counts["tokens"] += len(tokens) - start
+            return super()._decode(tokens, start, first_output)
+
+    class Counted(TokenByToken):
+        def _eval(self, tokens):
+            self.counts["evals"] += 1
+            self.counts["tokens"] += len(tokens)
+            self.llm.eval(tokens)
+
+    class CountedGiven(GivenOrder, Counted):
+        pass
+
+    return {"given-order": CountedGiven, "token-order": Counted, "after": Batched}[variant]
 
 
 def run_one(variant: str, task: str, data: Path, threads: int) -> dict:
@@ -83,22 +93,14 @@ def run_one(variant: str, task: str, data: Path, threads: int) -> dict:
     import lm_eval.models  # lm-eval's registry before ours
     from lm_eval.tasks import TaskManager
 
-    from medfuzz.adapters.llama_cpp_lm import LlamaCppLM
     from medfuzz.tasks import LM_EVAL_TASKS_PATH
 
-    cls = LlamaCppLM if variant == "after" else _before_class()
+    cls = _adapter(variant)
     loaded = time.perf_counter()
     lm = cls(n_threads=threads)
     load_s = time.perf_counter() - loaded
     counts = {"requests": 0, "evals": 0, "tokens": 0, "scoring_s": 0.0}
-    evaluate_tokens = lm.llm.eval
-
-    def counted_eval(tokens):
-        counts["evals"] += 1
-        counts["tokens"] += len(tokens)
-        return evaluate_tokens(tokens)
-
-    lm.llm.eval = counted_eval
+    lm.counts = counts
     score = lm.loglikelihood
 
     def timed(requests, disable_tqdm: bool = False):
@@ -143,17 +145,17 @@ def main() -> None:
                 if line is None:
                     raise SystemExit(f"{variant} {task} failed:\n{done.stderr[-3000:]}")
                 rows.append(json.loads(line[len("RESULT "):]))
-                print(f"  {variant:6s} {task:17s} done in {rows[-1]['wall_s']:.0f}s", file=sys.stderr, flush=True)
+                print(f"  {variant:11s} {task:17s} done in {rows[-1]['wall_s']:.0f}s", file=sys.stderr, flush=True)
     print(f"\nlm-eval with medfuzz-local (SmolLM2-135M, n_threads={args.threads}) on {n} MedQA items with a drug in "
           f"a distractor ({args.data}); tces_medqa_drugs has {2 * n} docs (clean + attacked), medqa_clean {n}\n")
-    header = (f"{'adapter':7s} {'task':17s} {'requests':>8s} {'evals':>6s} {'tokens':>7s} {'start-up s':>10s} "
+    header = (f"{'adapter':11s} {'task':17s} {'requests':>8s} {'evals':>6s} {'tokens':>7s} {'start-up s':>10s} "
               f"{'(GGUF load)':>11s} {'scoring s':>9s} {'tokens/base':>11s} {'scoring/base':>12s}  metrics")
     print(header)
     print("-" * len(header))
     for row in rows:
         base = next(r for r in rows if r["variant"] == row["variant"] and r["task"] == "medqa_clean")
         metrics = " ".join(f"{k}={v:.3f}" for k, v in row["metrics"].items())
-        print(f"{row['variant']:7s} {row['task']:17s} {row['requests']:8d} {row['evals']:6d} {row['tokens']:7d} "
+        print(f"{row['variant']:11s} {row['task']:17s} {row['requests']:8d} {row['evals']:6d} {row['tokens']:7d} "
               f"{row['startup_s']:10.1f} {row['load_s']:11.1f} {row['scoring_s']:9.1f} "
               f"{row['tokens'] / base['tokens']:11.2f} {row['scoring_s'] / base['scoring_s']:12.2f}  {metrics}")
 

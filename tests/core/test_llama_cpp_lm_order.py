@@ -22,40 +22,46 @@ def next_logprobs(tokens: list[int]) -> np.ndarray:
 
 
 class FakeLlama:
-    """Character tokens; ``eval`` appends to the cache like llama-cpp-python's ``Llama.eval``."""
+    """Character tokens and the KV-cache bookkeeping of llama-cpp-python's ``Llama``."""
 
     def __init__(self) -> None:
         self.input_ids = np.zeros(512, dtype=np.intc)
         self.n_tokens = 0
-        self.evaluated: list[int] = []
 
     def tokenize(self, text: bytes, add_bos: bool = False, special: bool = True) -> list[int]:
-        return list(text)
+        return ([1] if add_bos else []) + list(text)
 
     def n_ctx(self) -> int:
-        return 512
+        return 64
 
     def token_bos(self) -> int:
         return 1
 
-    def eval(self, tokens: list[int]) -> None:
-        self.input_ids[self.n_tokens: self.n_tokens + len(tokens)] = tokens
-        self.n_tokens += len(tokens)
-        self.evaluated.append(len(tokens))
-
-    def create_completion(self, prompt: str, **_: object) -> dict:
-        return {"choices": [{"text": prompt[::-1]}]}
+    def create_completion(self, prompt: list[int], **_: object) -> dict:
+        self.n_tokens = 3  # llama.cpp's generation rewrites the cache
+        self.input_ids[:3] = [7, 7, 7]
+        return {"choices": [{"text": bytes(t for t in prompt if t != 1).decode()[::-1]}]}
 
 
 class FakeLM(LlamaCppLM):
+    """Overrides the one method that touches llama.cpp: a decode counts its tokens and returns the fake
+    model's next-token log-probabilities (logits up to a constant) at the asked positions."""
+
     def __init__(self) -> None:  # no GGUF: only what the scheduling uses
         LM.__init__(self)
         self.llm = FakeLlama()
         self.max_gen_toks = 8
-        self._after = None
+        self.evaluated: list[int] = []
+        self._forget()
 
-    def _last_logprobs(self) -> np.ndarray:
-        return next_logprobs(list(self.llm.input_ids[: self.llm.n_tokens]))
+    def _decode(self, tokens: list[int], start: int, first_output: int) -> np.ndarray:
+        if self._row is not None and self._row[0] >= start:
+            self._row = None
+        assert start <= self.llm.n_tokens and list(self.llm.input_ids[:start]) == tokens[:start]
+        self.evaluated.append(len(tokens) - start)
+        self.llm.input_ids[start: len(tokens)] = tokens[start:]
+        self.llm.n_tokens = len(tokens)
+        return np.stack([next_logprobs(tokens[: p + 1]) for p in range(first_output, len(tokens))])
 
 
 def reference(context: str, continuation: str) -> float:
@@ -69,10 +75,11 @@ def test_prefix_order_reuses_the_cache_and_keeps_results_in_request_order(capsys
     lm = FakeLM()
     results = lm.loglikelihood([Instance("loglikelihood", {}, a, i) for i, a in enumerate(args)])
     assert [r[0] for r in results] == pytest.approx([reference(*a) for a in args])
-    # sorted: attacked (Q < X), clean, other. attacked " A": 9 + 1 (the space); " B": context kept, 1;
-    # clean " A": shares "abcdef" with attacked, 3 + 1; " B": 1; other " A": 4 + 1; " B": 1  -> 22 tokens
-    # (in the given order, re-evaluating the last context token each time, it was 38)
-    assert sum(lm.llm.evaluated) == 22 and len(lm.llm.evaluated) == 9
+    # sorted: attacked (Q < X), clean, other. attacked " A": all 11 tokens in one decode; " B": the
+    # distribution after "abcdefQRS " is kept, 0; clean " A": shares "abcdef" with attacked, "XYZ A" = 5;
+    # " B": 0; other " A": 6; " B": 0  -> 22 tokens in 3 decodes (one token per decode before: 9 decodes;
+    # in the given order, re-evaluating the last context token each time: 38 tokens)
+    assert lm.evaluated == [11, 5, 6]
     err = capsys.readouterr().err
     assert "Running loglikelihood requests" in err and "6/6" in err
 
@@ -82,5 +89,39 @@ def test_generation_shows_progress(capsys) -> None:
     out = lm.generate_until([Instance("generate_until", {}, ("abc", {"until": ["\n"]}), 0),
                              Instance("generate_until", {}, ("xy", {}), 1)])
     assert out == ["cba", "yx"]
+    assert np.isnan(lm._token_logprob).all() and lm._row is None  # nothing known survives a generation
     err = capsys.readouterr().err
     assert "Running generate_until requests" in err and "2/2" in err
+
+
+def test_long_continuations_cost_one_decode_and_match_token_by_token_scoring() -> None:
+    """A MedFuzz pair doc puts the whole question in the continuation: every letter after the first reuses it."""
+    question = "A 45-year-old man has chest pain. Which drug? "
+    args = [("Q:", question + letter) for letter in "ABCD"] + [("Q:", "Another question " + letter) for letter in "AB"]
+    lm = FakeLM()
+    results = lm.loglikelihood([Instance("loglikelihood", {}, a, i) for i, a in enumerate(args)])
+    assert [r[0] for r in results] == pytest.approx([reference(*a) for a in args])
+    # sorted: the question's "A" first (all of it, one decode); its B, C, D: 0 tokens. "Another ...": shares
+    # "Q:A" and re-decodes from the "A" (whose logits predict the first new token). One token per decode: 69.
+    assert lm.evaluated == [len("Q:" + question + "A"), len("Q:Another question A") - 2]
+
+
+def test_greedy_flags_follow_the_argmax() -> None:
+    lm = FakeLM()
+    context = "xyz"
+    best = int(np.argmax(next_logprobs(list(context.encode()))))
+    other = (best + 1) % 128
+    out = lm.loglikelihood([Instance("loglikelihood", {}, (context, chr(best)), 0),
+                            Instance("loglikelihood", {}, (context, chr(other)), 1)])
+    assert out[0][1] is True and out[1][1] is False
+
+
+def test_a_request_longer_than_the_context_is_left_truncated_and_named(caplog) -> None:
+    lm = FakeLM()  # a context window of 64 tokens
+    long_context, continuation = "x" * 80, " A"
+    request = Instance("loglikelihood", {}, (long_context, continuation), 0, metadata=("medqa_clean", 7, 1))
+    [(score, _)] = lm.loglikelihood([request])
+    kept = (list(long_context.encode()) + list(continuation.encode()))[-64:]
+    expected = sum(float(next_logprobs(kept[:p])[kept[p]]) for p in (62, 63))
+    assert score == pytest.approx(expected)
+    assert "medqa_clean doc 7: 82 tokens exceed the context window of 64" in caplog.text

@@ -7,7 +7,8 @@ import asyncio
 from medfuzz.benchmarks import load_items
 from medfuzz.models.planted import PlantedSpec, PlantedTarget
 from medfuzz.models.planted.chat import PlantedChatModel
-from medfuzz.models.planted.template import PATIENT_CHARACTERISTICS, template_attacker
+from medfuzz.models.planted.spec import AttackerSpec, TargetSpec
+from medfuzz.models.planted.template import PATIENT_CHARACTERISTICS, RED_HERRINGS, template_attacker
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 from medfuzz.solvers.outcomes import Outcome
@@ -31,3 +32,47 @@ def test_template_attacker_drives_the_engine_without_llm_errors():
         assert any(sentence in turn.question for sentence in PATIENT_CHARACTERISTICS)
     tested = [r.significance for r in replicates if r.significance is not None]
     assert tested and all(len(s.controls) == 4 and not s.controls_rejected for s in tested)
+
+
+def test_one_added_sentence_names_a_distractor_never_the_key_and_controls_drop_it():
+    items = load_items("medqa", "demo")[:6]
+    # a planted target that the red herrings trick (triggers = their fixed words): successes, so controls run
+    fooled = PlantedSpec(target=TargetSpec(triggers=("has read about", "had a similar episode", "asks specifically"),
+                                           delta=0.9, low=0.9),
+                         attacker=AttackerSpec(trigger_sentences=("The patient has read about it.",)))
+    target = PlantedChatModel(PlantedTarget(fooled, items))
+    engine = MedFuzzEngine(target, template_attacker(seed=5), MedFuzzConfig(replicates=1, controls=3,
+                                                                             option_orders=1, turns=2))
+
+    async def main():
+        return await asyncio.gather(*(engine.run_item(item) for item in items))
+
+    named = controls = 0
+    for item, result in zip(items, asyncio.run(main()), strict=True):
+        for replicate in result.replicates:
+            for turn in replicate.turns:
+                herrings = [h for h in RED_HERRINGS if h.split("{option}")[0] in turn.question]
+                assert len(herrings) == 1, turn.question
+                key = item.options[item.answer].rstrip(".").lower()
+                mentioned = [o for letter, o in item.options.items()
+                             if o.rstrip(".").lower() in turn.question.lower() and o.lower() not in item.question.lower()]
+                assert key not in [m.rstrip(".").lower() for m in mentioned], (key, turn.question)
+                named += bool(mentioned)
+            if replicate.significance is not None:
+                for control in replicate.significance.controls:
+                    controls += 1
+                    assert not any(h.split("{option}")[0] in control.question for h in RED_HERRINGS)
+    assert named > 0 and controls > 0
+
+
+def test_red_herrings_can_be_turned_off():
+    items = load_items("medqa", "demo")[:3]
+    engine = MedFuzzEngine(PlantedChatModel(PlantedTarget(PlantedSpec(), items)),
+                           template_attacker(seed=5, red_herring=False),
+                           MedFuzzConfig(replicates=1, controls=2, option_orders=1, turns=1))
+
+    async def main():
+        return await asyncio.gather(*(engine.run_item(item) for item in items))
+
+    turns = [t for r in asyncio.run(main()) for rep in r.replicates for t in rep.turns]
+    assert turns and not any(h.split("{option}")[0] in t.question for t in turns for h in RED_HERRINGS)

@@ -80,10 +80,16 @@ def substitute_added(original: str, modified: str, words: Sequence[str], rng: ra
 
 
 class PlantedAttacker:
-    def __init__(self, spec: AttackerSpec, seed: int = 0, allow_triggers: bool = True) -> None:
+    """``red_herrings``: sentence templates with an ``{option}`` slot; when given, one of the added sentences
+    names a distractor (the attacker knows the correct answer, as the paper's attacker does), the kind of
+    irrelevant detail that pulls a weak target away from the key while the correct answer stays correct."""
+
+    def __init__(self, spec: AttackerSpec, seed: int = 0, allow_triggers: bool = True,
+                 red_herrings: Sequence[str] = ()) -> None:
         self.spec = spec
         self.seed = seed
         self.allow_triggers = allow_triggers
+        self.red_herrings = tuple(red_herrings)
 
     def respond(self, messages: Sequence[ChatMessage], seed: int | None = None,
                 temperature: float | None = None) -> Reply:
@@ -102,13 +108,25 @@ class PlantedAttacker:
 
     # ---------------------------------------------------------------------------------------- items
 
-    def _original(self, messages: Sequence[ChatMessage]) -> tuple[str, list[str]] | None:
+    def _original(self, messages: Sequence[ChatMessage]) -> tuple[str, list[str], str] | None:
+        """The original stem, its option lines and the correct letter, from the attacker's first message."""
         for message in messages:
-            if message.role == "user" and _CORRECT.search(message.content) and "Question:\n" in message.content:
+            found = _CORRECT.search(message.content)
+            if message.role == "user" and found and "Question:\n" in message.content:
                 shown = message.content.split("Question:\n", 1)[1]
                 shown = shown.split("\n\nCorrect answer:", 1)[0]
-                return split_stem_options(shown)
+                return (*split_stem_options(shown), found.group(1))
         return None
+
+    def _red_herring(self, options: list[str], correct: str, rng: random.Random) -> str | None:
+        distractors = [line.split(". ", 1)[1] for line in options if not line.startswith(f"{correct}. ")
+                       and ". " in line]
+        if not self.red_herrings or not distractors:
+            return None
+        option = rng.choice(distractors).strip().rstrip(".")
+        if not option[:2].isupper():  # "Ceftriaxone" -> "ceftriaxone"; "MRI of the head" stays
+            option = option[:1].lower() + option[1:]
+        return rng.choice(self.red_herrings).format(option=option)
 
     def _malformed(self, stem: str, options: list[str], added: list[str], rng: random.Random) -> str:
         kind = rng.choice(MALFORMED_KINDS)
@@ -132,8 +150,12 @@ class PlantedAttacker:
         original = self._original(messages)
         if original is None:
             return "I could not find the original question in this conversation."
-        stem, options = original
+        stem, options, correct = original
         added = self.added_sentences(turn, rng)
+        herring = self._red_herring(options, correct, rng)
+        if herring is not None:
+            added = [*added[:-1], herring]
+            rng.shuffle(added)
         if rng.random() < self.spec.malformed_rate:
             return self._malformed(stem, options, added, rng)
         return "\n".join([insert_before_question(stem, added), "", *options])

@@ -2,7 +2,10 @@
 vignette plus patient-characteristic sentences from a bank, before the question) and valid control fuzzes
 (every added word substituted, same count), with no language model. Useful for demos and smoke runs with a
 small local target, which could not write valid attacks itself. Same machinery as the planted attacker, with
-no trigger phrases and no malformed replies.
+no trigger phrases and no malformed replies. One added sentence is a *red herring* by default: a detail about
+the patient that names a distractor ("The patient has read about ceftriaxone online ...") without making it
+right, the cheapest of the distractions the paper's attacker LLM writes. ``red_herring=False`` adds patient
+characteristics only.
 """
 
 from __future__ import annotations
@@ -31,11 +34,21 @@ PATIENT_CHARACTERISTICS = (
 )
 
 
+# one added sentence names a distractor; about the patient or a relative, never evidence for that option
+RED_HERRINGS = (
+    "The patient has read about {option} online and is worried about it.",
+    "The patient's sibling had a similar episode last year that was put down to {option}.",
+    "The patient asks specifically about {option}, which a friend mentioned.",
+)
+
+
 def template_spec(sentences: int = 2) -> AttackerSpec:
     return AttackerSpec(trigger_rate=0.0, trigger_gain=0.0, malformed_rate=0.0, sentences=sentences,
                         neutral_sentences=PATIENT_CHARACTERISTICS)
 
 
-def template_attacker(seed: int = 0, sentences: int = 2) -> PlantedChatModel:
+def template_attacker(seed: int = 0, sentences: int = 2, red_herring: bool = True) -> PlantedChatModel:
     """The template attacker as a ``ChatModel`` (use as MedFuzz's attacker with any target)."""
-    return PlantedChatModel(PlantedAttacker(template_spec(sentences), seed, allow_triggers=False), TEMPLATE_NAME)
+    attacker = PlantedAttacker(template_spec(sentences), seed, allow_triggers=False,
+                               red_herrings=RED_HERRINGS if red_herring else ())
+    return PlantedChatModel(attacker, TEMPLATE_NAME)
