@@ -28,6 +28,7 @@ import csv
 import html
 import itertools
 import json
+import logging
 import math
 import re
 from collections import defaultdict
@@ -37,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.report._csv import safe_cell
+
+log = logging.getLogger(__name__)
 
 OUTPUT = "attack_comparison"
 Key = tuple[str, ...]  # identifies one adversarial item: (item id, fuzzed text) or (item id, victim, replacement)
@@ -166,6 +169,11 @@ def _lm_eval_model(data: dict[str, Any]) -> str:
     return f"{model}:{named.group(1)}" if named else model
 
 
+def _has_samples(results_file: Path, task: str) -> bool:
+    stamp = results_file.stem.removeprefix("results_")
+    return any(results_file.parent.glob(f"samples_{task}_{stamp}.jsonl"))
+
+
 def _samples(results_file: Path, task: str) -> list[dict[str, Any]]:
     stamp = results_file.stem.removeprefix("results_")
     found = sorted(results_file.parent.glob(f"samples_{task}_{stamp}.jsonl"))
@@ -186,6 +194,10 @@ def _lm_eval_runs(path: Path) -> list[AttackRun]:
     runs = []
     for task, config in data["configs"].items():
         metadata = (config or {}).get("metadata") or {}
+        if task.startswith(("tces_", "medfuzz_")) and not _has_samples(path, task):
+            log.warning("%s: task %s has no samples file beside it (run lm-eval with --log_samples); it is left "
+                        "out of the comparison", path, task)
+            continue
         if task.startswith("tces_"):
             detail = " ".join(f"{k}={metadata[k]}" for k in ("sampler", "n", "seed") if k in metadata)
             run = AttackRun("tces", f"tces · {task} {detail}".strip() + " · lm-eval", model, "lm-eval", path)
