@@ -93,6 +93,12 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from medfuzz.report.commands import compare
+
+    return compare(args, medguard=_compare_medguard)
+
+
+def _compare_medguard(args: argparse.Namespace) -> int:
     """MedGuard model comparison over Inspect logs / lm-eval results (see medfuzz.report.medguard)."""
     from medfuzz.report.medguard import compare, render
 
@@ -163,11 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="a smaller run (drugs and RandS only, fewer items)")
     demo.set_defaults(func=_demo)
 
-    comp = commands.add_parser("compare", help="compare models on MedGuard from Inspect logs / lm-eval results")
+    comp = commands.add_parser("compare", help="compare models on MedGuard, MedFuzz and TCES from Inspect logs / "
+                                               "lm-eval results")
     comp.add_argument("paths", nargs="+", help="log files or folders (other runs are ignored)")
-    comp.add_argument("--out", default=None, help="also write per-model bar charts and tables here")
+    comp.add_argument("--out", default=None, help="also write charts, tables, JSON and HTML here")
     comp.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm correction")
     comp.set_defaults(func=_compare)
+
+    from medfuzz.report.commands import add_review
+
+    add_review(commands)
 
     report = commands.add_parser("report", help="plots and tables from Inspect logs / lm-eval results")
     report.add_argument("logs", nargs="+", help="log files or folders (searched recursively)")

@@ -137,7 +137,8 @@ def test_report_from_the_log(medqa_file, tmp_path):
     other.write_text("{}")
     written = render([Path(log.location), other], tmp_path / "report")
     assert [p.name for p in written] == ["medfuzz_attacks.csv", "medfuzz_summary.csv", "medfuzz_attacks.html",
-                                         "medfuzz_accuracy_vs_attempts.csv", "medfuzz_accuracy_vs_attempts.png"]
+                                         "medfuzz_accuracy_vs_attempts.csv", "medfuzz_accuracy_vs_attempts.png",
+                                         "medfuzz_review.csv", "medfuzz_review.html"]
     import csv
 
     [summary] = list(csv.DictReader(written[1].open()))

@@ -33,6 +33,8 @@ METHODS = {  # section key -> (title, one line on what the numbers mean)
              "sampler; success = the answer leaves the key within the query budget."),
     "medguard": ("MedGuard", "Safety indices per aspect and principle (± bootstrap SE); pairwise McNemar tests "
                  "between models."),
+    "compare": ("MedFuzz / TCES across models", "Attacked accuracy per model on the same items, pairwise exact "
+                "McNemar (Holm) and transfer: model B on model A's successful adversarial items."),
     "lm-eval": ("lm-eval results", "Tasks run through lm-evaluation-harness (log-likelihood of the answer letters)."),
 }
 STYLE = """

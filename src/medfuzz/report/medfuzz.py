@@ -10,7 +10,10 @@
   bound that counts attack-phase LLM errors as correct, with the dropped shares), ASR, tested / untested /
   significant attacks, faithfulness rates, calls per item / success / p-value, and whether the target was
   its own attacker;
-- ``medfuzz_accuracy_vs_attempts.png`` (+ ``.csv``): accuracy after k = 0..K attempts, one line per model.
+- ``medfuzz_accuracy_vs_attempts.png`` (+ ``.csv``): accuracy after k = 0..K attempts, one line per model;
+- ``medfuzz_review.csv`` / ``medfuzz_review.html``: the expert-review sheet of the same attacks, in the same
+  order, with the paper's three reviewer questions to answer (``medfuzz.report.review``; read back with
+  ``medfuzz review import``).
 """
 
 from __future__ import annotations
@@ -106,6 +109,8 @@ def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float],
             faith = story.get("faithfulness") or {}
             permutation = story.get("permutation") or {}
             rows.append({
+                # stable across re-exports (the rank is not): the review sheet is matched back on it
+                "attack_id": f"{log.eval.eval_id[:8]}:{item.get('id')}#r{story.get('replicate')}",
                 "model": log.eval.model, "attacker": _attacker(log), "task": log.eval.task,
                 "item_id": item.get("id"), "replicate": story.get("replicate"), "turn": story.get("success_turn"),
                 "status": (f"untested: {story['untested']}" if story.get("untested") else
@@ -246,4 +251,7 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
     plot = out_dir / "medfuzz_accuracy_vs_attempts.png"
     _plot(curves, sizes, plot)
     written.append(plot)
+    from medfuzz.report.review import write_sheet
+
+    written += write_sheet(rows, out_dir)
     return written

@@ -17,7 +17,10 @@
 - bootstrap standard errors (``scipy.stats.bootstrap``, 9,999 resamples as in MedGuard) and the two-sided
   McNemar test, written out so each number can be explained and checked against statsmodels in the tests;
 - paired clean/attacked accuracies and the flip rate (one definition for every method and harness);
-- Gini-Simpson diversity ``1 - Σ q_j²`` (TCES).
+- Gini-Simpson diversity ``1 - Σ q_j²`` (TCES);
+- a proportion with its Wilson interval (statsmodels' ``proportion_confint``) and Cohen's kappa between two
+  raters (statsmodels' ``cohens_kappa``), for the expert review of MedFuzz attacks;
+- pairing two runs' per-item results by item id (``pair_items``), which says which ids only one run has.
 """
 
 from __future__ import annotations
@@ -252,3 +255,90 @@ def gini_simpson(entities: Iterable[str]) -> float:
         return float("nan")
     shares = counts / counts.sum()
     return float(1.0 - np.sum(shares**2))
+
+
+# --------------------------------------------------------------------------------- proportions, raters
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """``k`` of ``n`` with its two-sided Wilson interval at ``1 - alpha`` (NaNs when ``n`` is 0)."""
+
+    k: int
+    n: int
+    value: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"k": self.k, "n": self.n, "share": self.value, "ci_low": self.low, "ci_high": self.high}
+
+
+def proportion(k: int, n: int, alpha: float = 0.05) -> Proportion:
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return Proportion(0, 0, math.nan, math.nan, math.nan)
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(k, n, alpha=alpha, method="wilson")
+    return Proportion(k, n, k / n, float(low), float(high))
+
+
+@dataclass(frozen=True)
+class Kappa:
+    """Cohen's kappa of two raters over ``n`` units, with statsmodels' asymptotic 95 % interval; ``agreement``
+    is the raw share of units on which they agree. Kappa is NaN when chance agreement is 1 (both raters used
+    one and the same category throughout), where it is undefined."""
+
+    n: int
+    kappa: float
+    low: float
+    high: float
+    agreement: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"n": self.n, "kappa": self.kappa, "ci_low": self.low, "ci_high": self.high,
+                "agreement": self.agreement}
+
+
+def cohen_kappa(first: Sequence[str], second: Sequence[str], categories: Sequence[str]) -> Kappa:
+    """Cohen's (unweighted) kappa between two raters' labels of the same units, in ``categories``."""
+    if len(first) != len(second):
+        raise ValueError(f"the raters labelled different numbers of units: {len(first)} vs {len(second)}")
+    index = {c: i for i, c in enumerate(categories)}
+    for label in (*first, *second):
+        if label not in index:
+            raise ValueError(f"label {label!r} is not one of {list(categories)}")
+    n = len(first)
+    if n == 0:
+        return Kappa(0, math.nan, math.nan, math.nan, math.nan)
+    table = np.zeros((len(categories), len(categories)))
+    for x, y in zip(first, second, strict=True):
+        table[index[x], index[y]] += 1
+    agreement = float(np.trace(table) / n)
+    expected = float((table.sum(axis=1) @ table.sum(axis=0)) / n**2)
+    if expected >= 1.0 - TIE_TOLERANCE:  # one category only: kappa is 0/0 (statsmodels warns and gives NaN)
+        return Kappa(n, math.nan, math.nan, math.nan, agreement)
+    from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa
+
+    result = sm_kappa(table)
+    return Kappa(n, float(result.kappa), float(result.kappa_low), float(result.kappa_upp), agreement)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two runs' per-item values on their common items (in ``ids`` order), and the ids only one run has."""
+
+    ids: list[str]
+    first: list[bool]
+    second: list[bool]
+    only_first: list[str]
+    only_second: list[str]
+
+
+def pair_items(first: dict[str, bool], second: dict[str, bool]) -> Paired:
+    """Pair two runs by item id; the ids present in only one of them are returned, not dropped silently."""
+    common = sorted(set(first) & set(second))
+    return Paired(common, [bool(first[i]) for i in common], [bool(second[i]) for i in common],
+                  sorted(set(first) - set(second)), sorted(set(second) - set(first)))
