@@ -54,8 +54,9 @@ def test_one_added_sentence_names_a_distractor_never_the_key_and_controls_drop_i
                 herrings = [h for h in RED_HERRINGS if h.split("{option}")[0] in turn.question]
                 assert len(herrings) == 1, turn.question
                 key = item.options[item.answer].rstrip(".").lower()
-                mentioned = [o for letter, o in item.options.items()
-                             if o.rstrip(".").lower() in turn.question.lower() and o.lower() not in item.question.lower()]
+                question = turn.question.lower()
+                mentioned = [o for o in item.options.values()
+                             if o.rstrip(".").lower() in question and o.lower() not in item.question.lower()]
                 assert key not in [m.rstrip(".").lower() for m in mentioned], (key, turn.question)
                 named += bool(mentioned)
             if replicate.significance is not None:
