@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm correction")
     comp.set_defaults(func=_compare)
 
+    from medfuzz.sweep_cli import add_parser as add_sweep_parser
+
+    add_sweep_parser(commands)
+
     report = commands.add_parser("report", help="plots and tables from Inspect logs / lm-eval results")
     report.add_argument("logs", nargs="+", help="log files or folders (searched recursively)")
     report.add_argument("--out", default="report", help="folder for the plots and tables")

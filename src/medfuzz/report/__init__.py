@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-RENDERERS = ("medfuzz.report.medfuzz", "medfuzz.report.tces", "medfuzz.report.medguard")
+RENDERERS = ("medfuzz.report.medfuzz", "medfuzz.report.tces", "medfuzz.report.sweep", "medfuzz.report.medguard")
 
 
 def collect_logs(paths: list[Path]) -> list[Path]:
