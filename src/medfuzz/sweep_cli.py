@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -71,6 +72,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Run the TCES n grid (PDWS) and the DiscreteZOO M grid for each entity type as one Inspect "
                     "eval_set in --log-dir. Run the same command again to resume: finished runs are reused. "
                     "Then `medfuzz report LOG_DIR` draws the two-regime figure and the M study.")
+    # `--n-grid -50,-20,0` must read "-50,-20,0" as a value: argparse takes a word that starts with "-" for an
+    # option unless it looks like a negative number, so comma lists of numbers are made to look like one
+    tces._negative_number_matcher = re.compile(r"^-\d*\.?\d+([eE][-+]?\d+)?(,\s*-?\d*\.?\d+([eE][-+]?\d+)?)*,?$")
     tces.add_argument("--model", required=True, help="the target, any Inspect model (e.g. openai/gpt-4o-mini)")
     tces.add_argument("--model-role", action="append", default=[], metavar="ROLE=MODEL",
                       help="an Inspect model role (TCES itself uses only the target)")

@@ -222,3 +222,14 @@ def test_figure_data_against_the_logs(fixtures: Path, tmp_path: Path, rule_model
         keep.mkdir(parents=True, exist_ok=True)
         for path in written["sweep"]:
             shutil.copy(path, keep / path.name)
+
+
+def test_cli_reads_negative_grids(capsys: pytest.CaptureFixture[str]) -> None:
+    from medfuzz.cli import build_parser, main
+
+    args = build_parser().parse_args(["sweep", "tces", "--model", "m", "--log-dir", "d", "--n-grid", "-50,-20,0,5",
+                                      "--zoo-m", "2", "-T", "budget=4"])
+    assert args.n_grid == "-50,-20,0,5" and args.task_args == ["budget=4"]
+    assert main(["sweep", "tces", "--model", "m", "--log-dir", "d", "--n-grid", "-2.5", "--zoo-m", "",
+                 "--entity", "drugs", "--limit", "3", "--print-commands"]) == 0
+    assert capsys.readouterr().out.strip().endswith("-T limit=3 -T sampler=pdws -T n=-2.5")
