@@ -144,6 +144,17 @@ def test_eval_set_resumes_only_what_is_missing(fixtures: Path, tmp_path: Path, r
     assert all(now[name].stat().st_mtime == path.stat().st_mtime for name, path in logs.items())
     third = run_sweep(sweep, rule_model, tmp_path, display="none", retry_attempts=0)
     assert third.reused == 4 and set(_logs(tmp_path)) == set(now)
+    # a run that failed (as a crash or Ctrl-C leaves it) is run again; the others are reused
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    failed_name = sorted(now)[2]
+    failed = read_eval_log(str(now[failed_name]))
+    failed.status = "error"
+    write_eval_log(failed, str(now[failed_name]))
+    fourth = run_sweep(sweep, rule_model, tmp_path, display="none", retry_attempts=0)
+    assert fourth.success and fourth.reused == 3
+    assert all(entry.status == "success" for entry in fourth.logs)
+    assert failed_name not in {Path(entry.location).name for entry in fourth.logs}
 
 
 def _by_hand(path: Path) -> dict[str, Any]:
