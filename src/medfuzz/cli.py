@@ -177,8 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     comp.set_defaults(func=_compare)
 
     from medfuzz.report.commands import add_review
+    from medfuzz.sweep_cli import add_parser as add_sweep_parser
 
     add_review(commands)
+    add_sweep_parser(commands)
 
     report = commands.add_parser("report", help="plots and tables from Inspect logs / lm-eval results")
     report.add_argument("logs", nargs="+", help="log files or folders (searched recursively)")

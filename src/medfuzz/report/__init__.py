@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-RENDERERS = ("medfuzz.report.medfuzz", "medfuzz.report.tces", "medfuzz.report.medguard", "medfuzz.report.compare")
+RENDERERS = ("medfuzz.report.medfuzz", "medfuzz.report.tces", "medfuzz.report.sweep", "medfuzz.report.medguard",
+             "medfuzz.report.compare")
 
 
 def collect_logs(paths: list[Path]) -> list[Path]:

@@ -31,6 +31,9 @@ METHODS = {  # section key -> (title, one line on what the numbers mean)
                 "change the answer; success = the target's answer flips (paper Algorithms 1-2)."),
     "tces": ("TCES", "One entity in a distractor option is replaced by a type-consistent entity drawn by the "
              "sampler; success = the answer leaves the key within the query budget."),
+    "sweep": ("TCES sweeps", "medfuzz sweep tces: accuracy after the attack and Gini-Simpson diversity against the "
+              "PDWS exponent n per entity type (paper Fig. 2), and ASR against DiscreteZOO's gradient points M "
+              "(App. E); the runs themselves are listed under TCES."),
     "medguard": ("MedGuard", "Safety indices per aspect and principle (± bootstrap SE); pairwise McNemar tests "
                  "between models."),
     "compare": ("MedFuzz / TCES across models", "Attacked accuracy per model on the same items, pairwise exact "

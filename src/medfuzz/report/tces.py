@@ -6,7 +6,8 @@
   entities against the PDWS exponent n (RandS drawn at n = 0 as the reference);
 - ``tces_summary.md``: one row per run.
 
-Logs of other tasks are ignored. ``render`` is what ``medfuzz report`` calls.
+Logs of other tasks are ignored; runs of a ``medfuzz sweep`` are drawn by ``medfuzz.report.sweep`` instead (they
+stay in the table). ``render`` is what ``medfuzz report`` calls.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class TCESRun:
     embedding: str
     model: str
     records: list[dict[str, Any]]
+    created: str = ""  # when Inspect started the run (ISO time; orders reruns)
+    sweep: str | None = None  # the ``medfuzz sweep`` this run belongs to (``medfuzz.report.sweep`` draws those)
 
     @property
     def label(self) -> str:
@@ -68,7 +71,8 @@ def read_tces_log(path: Path) -> TCESRun | None:
                    entity=str(metadata.get("entity", "?")), sampler=str(metadata.get("sampler", "?")),
                    n=float(metadata.get("n", 0.0)), budget=int(metadata.get("budget", 1)),
                    zoo_m=int(metadata.get("zoo_m", 0)), embedding=str(metadata.get("embedding", "?")),
-                   model=str(log.eval.model), records=records)
+                   model=str(log.eval.model), records=records, created=str(log.eval.created or ""),
+                   sweep=metadata.get("medfuzz_sweep"))
 
 
 def _slug(*parts: object) -> str:
@@ -232,4 +236,6 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
         return []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [*_plot_budget_curves(runs, out_dir), *_plot_n_sweeps(runs, out_dir), _table(runs, out_dir)]
+    # runs of a ``medfuzz sweep`` get their own figures (``medfuzz.report.sweep``); they stay in the table
+    single = [run for run in runs if run.sweep is None]
+    return [*_plot_budget_curves(single, out_dir), *_plot_n_sweeps(single, out_dir), _table(runs, out_dir)]
