@@ -38,6 +38,11 @@ def write_explanation(explanation: PairExplanation, out_dir: Path) -> list[Path]
     return written
 
 
+def _visible(token: str) -> str:
+    """The token without surrounding spaces, unless it is only whitespace (then as it is, shown with repr)."""
+    return token.strip() or token
+
+
 def summary_rows(explanations: list[PairExplanation]) -> list[dict[str, Any]]:
     rows = []
     for e in explanations:
@@ -53,8 +58,7 @@ def summary_rows(explanations: list[PairExplanation]) -> list[dict[str, Any]]:
                 "key_rank": [s["key_rank"]["clean"], s["key_rank"]["attacked"]],
                 "entity_rank": [s["entity_rank"]["clean"], s["entity_rank"]["attacked"]],
                 "spearman_rho": s["spearman_rho"],
-                "top1": [e.profiles[letter]["clean"]["top1"]["token"].strip(),
-                         e.profiles[letter]["attacked"]["top1"]["token"].strip()],
+                "top1": [_visible(e.profiles[letter][side]["top1"]["token"]) for side in ("clean", "attacked")],
             })
     return rows
 

@@ -54,12 +54,16 @@ def _panel(ax: Any, attribution: TokenAttribution, layout: QuestionLayout, outpu
         for index, line, column, text in row:
             width = len(text)
             lead = len(text) - len(text.lstrip())
+            face = cmap(norm(phi[index]))
             ax.add_patch(Rectangle((column + lead, line + 0.08), max(width - lead, 0.5), 0.84,
-                                   facecolor=cmap(norm(phi[index])), edgecolor="none"))
+                                   facecolor=face, edgecolor="none"))
             if layout.in_entity(attribution.spans[index]):
                 ax.add_patch(Rectangle((column + lead, line + 0.04), max(width - lead, 0.5), 0.92, fill=False,
                                        edgecolor="black", linewidth=1.4))
-            ax.text(column, line + 0.5, text, fontsize=fontsize, family="monospace", va="center", ha="left")
+            # white on dark cells, black on light ones (relative luminance of the cell colour)
+            luminance = 0.2126 * face[0] + 0.7152 * face[1] + 0.0722 * face[2]
+            ax.text(column, line + 0.5, text, fontsize=fontsize, family="monospace", va="center", ha="left",
+                    color="white" if luminance < 0.45 else "black")
     ax.set_xlim(0, COLUMNS)
     ax.set_ylim(len(placed), 0)
     ax.axis("off")
