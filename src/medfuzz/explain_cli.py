@@ -29,6 +29,7 @@ def add_parser(commands: Any) -> None:
                          help="explained score of each letter: log p (default) or log-odds (shap's text-generation "
                               "quantity)")
     explain.add_argument("--batch-size", type=int, default=8, help="prompts per forward pass")
+    explain.add_argument("--device", default=None, help="torch device for the model (cuda, cpu; default: cpu)")
     explain.add_argument("--seed", type=int, default=0)
     explain.add_argument("--out", default="explanations", help="folder for the JSON files and figures")
     explain.set_defaults(func=run)
@@ -51,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
             print("medfuzz explain: no successful TCES attack in the logs (pick items with --items)",
                   file=sys.stderr)
             return 1
-        model = LetterLogprobModel.load(args.model, batch_size=args.batch_size, output=args.output)
+        model = LetterLogprobModel.load(args.model, device=args.device, batch_size=args.batch_size,
+                                         output=args.output)
         out = Path(args.out)
         explanations = []
         for number, pair in enumerate(pairs, 1):

@@ -132,7 +132,7 @@ def plot_pair(explanation: PairExplanation, output: str, path: Path) -> Path:
     shares.spines[["top", "right"]].set_visible(False)
     fig.suptitle(f"Item {explanation.pair.item_id} · {explanation.model} · token-wise Shapley values (shap "
                  f"Partition, max_evals = {explanation.clean.max_evals}) of {explanation.output}({output})",
-                 fontsize=12, x=0.01, ha="left")
+                 fontsize=12, x=0.01, y=1.03, ha="left")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
