@@ -12,4 +12,4 @@ PYTHON=${PYTHON:-python3}
 # and sandboxes that do not grant AMX state kill the server with SIGILL on its first request.
 CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON}" \
   .venv/bin/pip install --quiet --disable-pip-version-check \
-  -e ".[hf,local,embed,vocab,plots,dev]"
+  -e ".[hf,local,embed,vocab,plots,explain,dev]"

@@ -187,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="report", help="folder for the plots and tables")
     report.set_defaults(func=_report)
 
+    from medfuzz.explain_cli import add_parser as add_explain_parser
+
+    add_explain_parser(commands)
+
     # the MedGuard builder has its own argument parser (medfuzz.medguard_cli); main() hands it the rest
     commands.add_parser("medguard", help="build a MedGuard benchmark file, or show what one holds "
                                          "(medfuzz medguard build|show --help)", add_help=False)
