@@ -398,42 +398,70 @@ def regimes(spec: PlantedSpec) -> dict[str, PlantedSpec]:
     return out
 
 
+@dataclass
+class Setup:
+    """What every regime of a validation run shares: the plan, the spec (its vocabulary the validation file),
+    the items, the perturbation set as the planted rule sees it and the attack's resources."""
+
+    plan: Plan
+    seed: int
+    spec: PlantedSpec
+    items: list[MCQItem]
+    vocabulary: Path
+    world: World
+    resources: TCESResources
+
+    @classmethod
+    def build(cls, plan: Plan, seed: int = 0, spec: PlantedSpec | None = None) -> Setup:
+        # no jitter, so the key is the argmax of every unsubstituted question and DiscreteZOO's scores are exact
+        spec = (spec or PlantedSpec.load()).with_target(data="none", noise=0.0)
+        items = synthetic_items(plan.items, seed=seed + 10)
+        vocabulary = validation_vocabulary(spec, items, plan.vocabulary, seed)
+        spec = spec.with_tces(vocabulary=str(vocabulary))
+        resources = TCESResources.build(spec.tces.entity, str(vocabulary), spec.tces.embedding)
+        return cls(plan, seed, spec, items, vocabulary, World.load(spec), resources)
+
+    @property
+    def universal(self) -> list[int]:
+        return [self.world.row(name) for name in self.spec.tces.universal]
+
+    def truths(self, spec: PlantedSpec) -> list[ItemTruth]:
+        return [item_truth(self.world, item, spec) for item in self.items]
+
+    def run(self, regime: str, spec: PlantedSpec, label: str) -> Run:
+        """Attack every item with sampler ``label`` against ``spec``'s target, and simulate the same attack."""
+        config = config_for(label, dict(SAMPLERS)[label], spec, self.vocabulary, self.plan, self.seed)
+        records = run_attacks(self.items, spec, self.resources, config)
+        simulated = simulate(self.world, self.truths(spec), config, self.plan.mc,
+                             derive_seed(self.seed, "tces-mc", regime, label))
+        return Run(label, config, records, simulated, self.world)
+
+
 def validate_tces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> list[Check]:
-    plan = PLANS[size]
-    spec = (spec or PlantedSpec.load()).with_target(data="none", noise=0.0)
-    items = synthetic_items(plan.items, seed=seed + 10)
-    vocabulary = validation_vocabulary(spec, items, plan.vocabulary, seed)
-    spec = spec.with_tces(vocabulary=str(vocabulary))
-    world = World.load(spec)
-    resources = TCESResources.build(spec.tces.entity, str(vocabulary), spec.tces.embedding)
-    universal = [world.row(name) for name in spec.tces.universal]
+    setup = Setup.build(PLANS[size], seed, spec)
+    universal = setup.universal
     checks: list[Check] = []
     clean: list[float] = []
-    for regime, regime_spec in regimes(spec).items():
-        truths = [item_truth(world, item, regime_spec) for item in items]
+    for regime, regime_spec in regimes(setup.spec).items():
         # both regimes at once: the reused-entity ranking must pick the universal set out of a mix of near and
         # universal successes (RandS draws both; PDWS n > 0 mostly universal ones, as the paper's Fig. 2)
-        labels = [s for s in SAMPLERS if regime != "near+universal" or s[0] in ("RandS", FAR_SAMPLER)]
-        runs: dict[str, Run] = {}
-        for label, options in labels:
-            config = config_for(label, options, regime_spec, vocabulary, plan, seed)
-            records = run_attacks(items, regime_spec, resources, config)
-            clean.append(tces_scorer.summarise(records).clean_accuracy)
-            sim = simulate(world, truths, config, plan.mc, derive_seed(seed, "tces-mc", regime, label))
-            runs[label] = Run(label, config, records, sim, world)
+        labels = [label for label, _ in SAMPLERS if regime != "near+universal" or label in ("RandS", FAR_SAMPLER)]
+        runs = {label: setup.run(regime, regime_spec, label) for label in labels}
+        clean += [tces_scorer.summarise(run.records).clean_accuracy for run in runs.values()]
         if regime == "near+universal":
+            truths = setup.truths(regime_spec)
             for run in runs.values():
-                checks += diversity_checks(regime, run, world, universal)
+                checks += diversity_checks(regime, run, setup.world, universal)
                 checks.append(universal_share_check(regime, run, truths))
             continue
         for run in runs.values():
-            checks += asr_checks(regime, run, plan.budget)
+            checks += asr_checks(regime, run, setup.plan.budget)
         if regime == "near":
             checks.append(ordering_check(regime, runs[NEAR_SAMPLER], runs[FAR_SAMPLER]))
-            checks += diversity_checks(regime, runs[NEAR_SAMPLER], world, [])
+            checks += diversity_checks(regime, runs[NEAR_SAMPLER], setup.world, [])
         else:
             checks.append(ordering_check(regime, runs[FAR_SAMPLER], runs[NEAR_SAMPLER]))
-            checks += diversity_checks(regime, runs[FAR_SAMPLER], world, universal)
+            checks += diversity_checks(regime, runs[FAR_SAMPLER], setup.world, universal)
     checks.insert(0, exact_check(METHOD, "clean accuracy, every run (key is the argmax at temperature 0)", 1.0,
-                                 min(clean), plan.items))
+                                 min(clean), setup.plan.items))
     return checks

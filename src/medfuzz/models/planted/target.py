@@ -4,8 +4,8 @@ It knows the answer key of the items it was given (``PlantedSpec.target.data`` o
 recognises a question by its set of option texts (MedFuzz keeps the options; option order may be shuffled)
 or, failing that, by its stem (TCES keeps the stem and changes a distractor). An unknown question gets the
 uniform distribution. A TCES substitution that the planted TCES rule makes win (``spec.tces``, module ``tces``)
-moves the mass to the substituted distractor. It plays the MedFuzz target dialog (reasoning, 1-5 confidences, letter), direct
-letter prompts, Inspect's ``ANSWER: X`` template and completion prompts ending in ``Answer:``.
+moves the mass to the substituted distractor. It plays the MedFuzz target dialog (reasoning, 1-5 confidences,
+letter), direct letter prompts, Inspect's ``ANSWER: X`` template and completion prompts ending in ``Answer:``.
 """
 
 from __future__ import annotations
