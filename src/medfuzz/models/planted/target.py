@@ -78,13 +78,16 @@ class PlantedTarget:
     # ----------------------------------------------------------------------------------------- the rule
 
     def identify(self, question: ShownQuestion) -> MCQItem | None:
+        """The item a question shows. An item whose options and stem are both shown wins; then an item whose
+        stem is shown (TCES keeps the stem, and a substitution can recreate another item's option set); then
+        an item whose option set is shown (MedFuzz rewrites the stem and keeps the options)."""
         message = _key(question.message)
         found = self._by_options.get(frozenset(_key(o) for o in question.options.values()), [])
-        if len(found) > 1:  # items that share their options (e.g. "1 and 2", ...): the stem decides
-            found = [item for item in found if _key(item.clean_question()) in message] or found
-        if found:
-            return found[0]
-        return next((item for stem, item in self._by_stem if stem and stem in message), None)
+        both = [item for item in found if _key(item.clean_question()) in message]
+        if both:
+            return both[0]
+        by_stem = next((item for stem, item in self._by_stem if stem and stem in message), None)
+        return by_stem or (found[0] if found else None)
 
     def triggered(self, question: ShownQuestion) -> bool:
         return contains_phrase(question.stem, self.spec.target.triggers)

@@ -128,9 +128,11 @@ class PlantedTCES:
         if change is None:
             return None
         letter, original, new = change
-        row = self.index.get(normalise_name(inserted_text(original, new)))
+        # the whole new option first (a name put in may share words with the one it replaced: "Insulin" →
+        # "Insulin Glargine" inserts "Glargine", which may be another name), then the words that changed
+        row = self.index.get(normalise_name(new))
         if row is None:
-            row = self.index.get(normalise_name(new))
+            row = self.index.get(normalise_name(inserted_text(original, new)))
         if row is None:
             return None
         return Substitution(letter, original, new, row, self.vocabulary.names[row])
