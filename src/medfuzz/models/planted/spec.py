@@ -7,12 +7,13 @@ clipped to ``[low, high]``; per call a uniform jitter ``±noise`` (keyed by the 
 calls are independent); the rest of the mass split evenly over the distractors. MedFuzz vulnerability: when
 the question contains a trigger phrase, mass ``delta`` moves from the key to one planted distractor per item.
 Position bias: with share ``bias_rate`` the reply is ``bias_letter`` whatever the question (1.0 = a
-constant-letter model). Attacker: see ``AttackerSpec``.
+constant-letter model). Attacker: see ``AttackerSpec``. TCES vulnerability: see ``TCESSpec``.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
@@ -106,12 +107,53 @@ class AttackerSpec:
 
 
 @dataclass(frozen=True)
+class TCESSpec:
+    """The planted TCES vulnerability. When a question's options differ from the item's in exactly one option,
+    in which one vocabulary entity (of ``entity``, from ``vocabulary``) replaced the original text (what a TCES
+    substitution does), that entity *wins* if
+
+    - near regime: its cosine distance to the key's entity in ``embedding`` (the encoder the samplers use) is at
+      most ``radius`` (``None`` = no near regime); the key's entity is the first vocabulary entity found in the
+      key option (the embedding of the whole key text when there is none);
+    - far regime: it is one of the ``universal`` names, wherever it lies.
+
+    A winning distractor takes probability ``win`` and the other letters share the rest in proportion to their
+    planted probabilities, so with ``win`` > 1/2 it is the answer at temperature 0. Nothing else changes: a
+    substitution that does not win leaves the planted distribution as it is."""
+
+    LABEL: ClassVar[str] = "planted TCES"
+
+    entity: str = "drugs"
+    vocabulary: str | None = None
+    embedding: str = "default"
+    radius: float | None = 0.5
+    universal: tuple[str, ...] = ("Transfer Factor", "Dengue Vaccines", "Cyclic GMP")
+    win: float = 0.9
+
+    def __post_init__(self) -> None:
+        from medfuzz.samplers.vocab import ENTITY_TYPES, normalise_name
+
+        object.__setattr__(self, "universal", _strings("universal", self.universal) if self.universal else ())
+        check(self.entity in ENTITY_TYPES, f"entity must be one of {list(ENTITY_TYPES)}, got {self.entity!r}")
+        check(self.radius is None or 0.0 <= self.radius <= 2.0,
+              f"radius must be a cosine distance in [0, 2] or null (no near regime), got {self.radius}")
+        check(0.0 < self.win <= 1.0, f"win must be in (0, 1], got {self.win}")
+        keys = [normalise_name(name) for name in self.universal]
+        check(len(set(keys)) == len(keys), f"universal names must be distinct, got {list(self.universal)}")
+
+    @property
+    def active(self) -> bool:
+        return self.radius is not None or bool(self.universal)
+
+
+@dataclass(frozen=True)
 class PlantedSpec:
     name: str = "planted"
     seed: int = 0
     target: TargetSpec = field(default_factory=TargetSpec)
     attacker: AttackerSpec = field(default_factory=AttackerSpec)
     source: str = ""
+    tces: TCESSpec = field(default_factory=TCESSpec)
 
     def __post_init__(self) -> None:
         triggers = [t.lower() for t in self.target.triggers]
@@ -126,13 +168,15 @@ class PlantedSpec:
         check(not bad, f"control words {bad} occur in trigger phrases; controls must be trigger-free")
 
     def with_target(self, **changes: Any) -> PlantedSpec:
-        return PlantedSpec(self.name, self.seed, options_from(TargetSpec, {**self._target_raw(), **changes}),
-                           self.attacker, self.source)
+        return dataclasses.replace(self, target=options_from(TargetSpec, {**self._target_raw(), **changes}))
 
     def with_attacker(self, **changes: Any) -> PlantedSpec:
         raw = {f.name: getattr(self.attacker, f.name) for f in fields(AttackerSpec)}
-        return PlantedSpec(self.name, self.seed, self.target, options_from(AttackerSpec, {**raw, **changes}),
-                           self.source)
+        return dataclasses.replace(self, attacker=options_from(AttackerSpec, {**raw, **changes}))
+
+    def with_tces(self, **changes: Any) -> PlantedSpec:
+        raw = {f.name: getattr(self.tces, f.name) for f in fields(TCESSpec)}
+        return dataclasses.replace(self, tces=options_from(TCESSpec, {**raw, **changes}))
 
     def _target_raw(self) -> dict[str, Any]:
         return {f.name: getattr(self.target, f.name) for f in fields(TargetSpec)}
@@ -144,14 +188,15 @@ class PlantedSpec:
     def from_mapping(cls, data: dict[str, Any], source: str = "") -> PlantedSpec:
         where = f"planted spec {source}" if source else "planted spec"
         if not isinstance(data, dict):
-            raise ConfigError(f"{where}: expected a mapping with name, seed, target, attacker")
-        unknown = sorted(set(data) - {"name", "seed", "target", "attacker"})
+            raise ConfigError(f"{where}: expected a mapping with name, seed, target, attacker, tces")
+        unknown = sorted(set(data) - {"name", "seed", "target", "attacker", "tces"})
         if unknown:
-            raise ConfigError(f"{where}: unknown fields {unknown}; known: name, seed, target, attacker")
+            raise ConfigError(f"{where}: unknown fields {unknown}; known: name, seed, target, attacker, tces")
         try:
             return cls(name=str(data.get("name", "planted")), seed=int(data.get("seed", 0)),
                        target=options_from(TargetSpec, data.get("target") or {}),
-                       attacker=options_from(AttackerSpec, data.get("attacker") or {}), source=source)
+                       attacker=options_from(AttackerSpec, data.get("attacker") or {}), source=source,
+                       tces=options_from(TCESSpec, data.get("tces") or {}))
         except ConfigError as err:
             raise ConfigError(f"{where}: {err}") from None
 

@@ -3,8 +3,9 @@
 It knows the answer key of the items it was given (``PlantedSpec.target.data`` or a list passed in) and
 recognises a question by its set of option texts (MedFuzz keeps the options; option order may be shuffled)
 or, failing that, by its stem (TCES keeps the stem and changes a distractor). An unknown question gets the
-uniform distribution. It plays the MedFuzz target dialog (reasoning, 1-5 confidences, letter), direct
-letter prompts, Inspect's ``ANSWER: X`` template and completion prompts ending in ``Answer:``.
+uniform distribution. A TCES substitution that the planted TCES rule makes win (``spec.tces``, module ``tces``)
+moves the mass to the substituted distractor. It plays the MedFuzz target dialog (reasoning, 1-5 confidences,
+letter), direct letter prompts, Inspect's ``ANSWER: X`` template and completion prompts ending in ``Answer:``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from medfuzz.benchmarks.answers import normalise_text
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.models.planted.spec import PlantedSpec, read_accuracy_file
+from medfuzz.models.planted.tces import PlantedTCES, apply_win
 from medfuzz.models.planted.text import (
     ShownQuestion,
     classify_target_step,
@@ -45,6 +47,7 @@ def _key(text: str) -> str:
 class PlantedTarget:
     def __init__(self, spec: PlantedSpec, items: Sequence[MCQItem] | None = None) -> None:
         self.spec = spec
+        self.tces = PlantedTCES(spec.tces)
         t = spec.target
         if items is None:
             from medfuzz.benchmarks import load_items
@@ -75,13 +78,16 @@ class PlantedTarget:
     # ----------------------------------------------------------------------------------------- the rule
 
     def identify(self, question: ShownQuestion) -> MCQItem | None:
+        """The item a question shows. An item whose options and stem are both shown wins; then an item whose
+        stem is shown (TCES keeps the stem, and a substitution can recreate another item's option set); then
+        an item whose option set is shown (MedFuzz rewrites the stem and keeps the options)."""
         message = _key(question.message)
         found = self._by_options.get(frozenset(_key(o) for o in question.options.values()), [])
-        if len(found) > 1:  # items that share their options (e.g. "1 and 2", ...): the stem decides
-            found = [item for item in found if _key(item.clean_question()) in message] or found
-        if found:
-            return found[0]
-        return next((item for stem, item in self._by_stem if stem and stem in message), None)
+        both = [item for item in found if _key(item.clean_question()) in message]
+        if both:
+            return both[0]
+        by_stem = next((item for stem, item in self._by_stem if stem and stem in message), None)
+        return by_stem or (found[0] if found else None)
 
     def triggered(self, question: ShownQuestion) -> bool:
         return contains_phrase(question.stem, self.spec.target.triggers)
@@ -107,10 +113,22 @@ class PlantedTarget:
             planted = by_text.get(_key(self.planted_distractor[item.id]), others[0])
             probs[planted] += moved
             probs = {letter: probs[letter] for letter in letters}
+            won = self.tces_win(item, question)
+            if won is not None:
+                probs = apply_win(probs, won, self.spec.tces.win)
         if t.bias_rate and t.bias_letter in probs:
             probs = {letter: (1 - t.bias_rate) * p + (t.bias_rate if letter == t.bias_letter else 0.0)
                      for letter, p in probs.items()}
         return probs
+
+    def tces_win(self, item: MCQItem, question: ShownQuestion) -> str | None:
+        """The letter of a substituted distractor that the planted TCES rule makes win, if any."""
+        if not self.spec.tces.active:
+            return None
+        substitution = self.tces.substitution(item, question.options)
+        if substitution is None or self.tces.wins(item, substitution) is None:
+            return None
+        return substitution.letter
 
     def added_sentences(self, question: ShownQuestion) -> list[str]:
         """Sentences of the shown stem that the original item does not have (what an attack added)."""

@@ -1,0 +1,467 @@
+"""TCES checks: run the real attack (``attack_item`` → ``TCESResult.to_dict`` → ``scorers.tces``, the path both
+harness shells use) against the planted target, and compare every statistic with a value computed here from the
+planted rule and the perturbation set alone, by exact sums or Monte Carlo with numpy.
+
+The planted rule (``TCESSpec``, restated independently of the attack): with no jitter (``noise = 0``) and the
+key's probability above 1/k, the target answers the key at temperature 0 unless the question shows a
+substituted distractor whose entity *wins* — within cosine distance ``radius`` of the key's entity (near
+regime) or one of the ``universal`` names (far regime) — and then answers that distractor. So an attack
+succeeds at the first query that puts in a winning entity, and:
+
+- RandS / PDWS: the replacements are successive draws without replacement from the pool (the vocabulary minus
+  every option's entity) with weights h^n (n = 0 for RandS), h the cosine distance to the key (Eq. 3).
+  ASR@1 = Σ_{winners} p_j exactly; ASR@b is simulated by drawing successive renormalised inverse-CDF draws
+  (not the Gumbel-top-k the samplers use);
+- DiscreteZOO: the target's key probability is the same for every non-winning entity, so every gradient
+  estimate (Eq. 6) is zero and each step (Eq. 5, 7) goes to the available entry nearest the current one; the
+  gradient points are uniform draws among the ``zoo_neighbourhood`` available entries nearest it, the first
+  current entity is a uniformly drawn distractor entity (random word ranking). Simulated as such.
+
+Gini-Simpson and the reused-entity ranking of a whole run are simulated by putting together one simulated
+attack per item, many times: their planted interval is the central 99.9 % of those runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from medfuzz.benchmarks.items import MCQItem, derive_seed
+from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
+from medfuzz.scorers import tces as tces_scorer
+from medfuzz.solvers.tces.attack import TCESResources, attack_item
+from medfuzz.solvers.tces.config import TCESConfig
+from medfuzz.validation.checks import LEVEL, Check, Size, exact_check, proportion_check, z
+from medfuzz.validation.items import synthetic_items
+
+METHOD = "TCES"
+# (label, TCESConfig options): the samplers of the paper's Table 1-2, PDWS in both regimes
+SAMPLERS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("RandS", {"sampler": "rands"}),
+    ("PDWS n=-20", {"sampler": "pdws", "n": -20.0}),
+    ("PDWS n=+20", {"sampler": "pdws", "n": 20.0}),
+    ("DiscreteZOO", {"sampler": "zoo"}),
+)
+NEAR_SAMPLER, FAR_SAMPLER = "PDWS n=-20", "PDWS n=+20"
+
+
+@dataclass(frozen=True)
+class Plan:
+    items: int
+    vocabulary: int  # names drawn from the builtin list (plus the items' and the universal names)
+    mc: int  # simulated attacks per item and sampler
+    budget: int = 8
+
+
+PLANS: dict[str, Plan] = {"ci": Plan(items=40, vocabulary=300, mc=400), "full": Plan(items=150, vocabulary=800,
+                                                                                   mc=2_000)}
+
+
+# ----------------------------------------------------------------------------- the perturbation set
+
+
+def validation_vocabulary(spec: PlantedSpec, items: Sequence[MCQItem], size: int, seed: int) -> Path:
+    """A name-per-line vocabulary file: ``size`` names drawn (seeded) from the builtin list of the spec's entity
+    type, plus every option of ``items`` and the planted universal names. Kept under ``$MEDFUZZ_CACHE`` so its
+    vectors are cached like any vocabulary's."""
+    from medfuzz.paths import cache_dir
+    from medfuzz.samplers.vocab import load_vocabulary, normalise_name
+
+    builtin = load_vocabulary(spec.tces.entity)
+    drawn = random.Random(derive_seed(seed, "tces-vocabulary")).sample(list(builtin.names), min(size, len(builtin)))
+    extra = [text for item in items for text in item.clean_options().values()] + list(spec.tces.universal)
+    names, seen = [], set()
+    for name in sorted(drawn, key=str.lower) + extra:
+        if normalise_name(name) not in seen:
+            seen.add(normalise_name(name))
+            names.append(name)
+    folder = cache_dir() / "validation"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"tces-{spec.tces.entity}-{size}-{seed}.txt"
+    text = "# medfuzz validate: TCES perturbation set\n" + "\n".join(names) + "\n"
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+@dataclass
+class World:
+    """The perturbation set as the planted rule sees it: names, unit vectors (float64), name → row."""
+
+    names: tuple[str, ...]
+    unit: np.ndarray
+    index: dict[str, int]
+    cosine: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.cosine = self.unit @ self.unit.T
+
+    @classmethod
+    def load(cls, spec: PlantedSpec) -> World:
+        from medfuzz.samplers.embeddings import get_encoder, vocabulary_vectors
+        from medfuzz.samplers.vocab import load_vocabulary, normalise_name
+
+        vocabulary = load_vocabulary(spec.tces.entity, spec.tces.vocabulary)
+        vectors = np.asarray(vocabulary_vectors(vocabulary, get_encoder(spec.tces.embedding)), dtype=np.float64)
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        index: dict[str, int] = {}
+        for row, name in enumerate(vocabulary.names):
+            index.setdefault(normalise_name(name), row)
+        return cls(vocabulary.names, unit, index)
+
+    def row(self, text: str) -> int:
+        from medfuzz.samplers.vocab import normalise_name
+
+        found = self.index.get(normalise_name(text))
+        if found is None:
+            raise ValueError(f"validation item option {text!r} is not a vocabulary name")
+        return found
+
+
+@dataclass(frozen=True)
+class ItemTruth:
+    """One item under the planted rule: the key's row, the distractors' rows, the pool, distances and winners."""
+
+    item_id: str
+    key: int
+    distractors: tuple[int, ...]
+    pool: np.ndarray  # bool over the vocabulary
+    distance: np.ndarray  # 1 - cos to the key's entity
+    winner: np.ndarray  # bool: putting this entry in wins
+    universal: np.ndarray  # bool
+
+
+def item_truth(world: World, item: MCQItem, spec: PlantedSpec) -> ItemTruth:
+    options = item.clean_options()
+    key = world.row(options[item.answer])
+    distractors = tuple(world.row(text) for letter, text in options.items() if letter != item.answer)
+    pool = np.ones(len(world.names), dtype=bool)
+    pool[[key, *distractors]] = False
+    distance = np.clip(1.0 - world.cosine[key], 0.0, 2.0)
+    universal = np.zeros(len(world.names), dtype=bool)
+    universal[[world.row(name) for name in spec.tces.universal]] = True
+    winner = universal.copy()
+    if spec.tces.radius is not None:
+        winner |= distance <= spec.tces.radius
+    return ItemTruth(item.id, key, distractors, pool, distance, winner & pool, universal)
+
+
+# ----------------------------------------------------------------------------------- simulation
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """Per item: ``query[i, r]`` the query (1..B) at which simulated attack r first won (0 = never) and
+    ``entity[i, r]`` the row it put in (-1 = none); ``asr1`` the exact ASR@1 per item where known."""
+
+    query: np.ndarray
+    entity: np.ndarray
+    asr1: np.ndarray | None = None
+
+    def asr_at(self, b: int) -> np.ndarray:
+        """Per item, the simulated P(success within b queries)."""
+        return ((self.query >= 1) & (self.query <= b)).mean(axis=1)
+
+
+def sampling_first_win(truth: ItemTruth, n: float, budget: int, reps: int,
+                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+    """Successive weighted draws without replacement (weights h^n over the pool), ``reps`` attacks at once, by
+    inverse CDF on the renormalised weights at each draw. Returns (first winning query, its row, exact ASR@1)."""
+    candidates = np.flatnonzero(truth.pool)
+    with np.errstate(divide="ignore"):
+        log_weight = n * np.log(truth.distance[candidates]) if n != 0 else np.zeros(len(candidates))
+    weight = np.exp(log_weight - log_weight.max())  # h in (0, 2], |n| = 20: no entry underflows to 0
+    asr1 = float(weight[truth.winner[candidates]].sum() / weight.sum())
+    available = np.ones((reps, len(candidates)), dtype=bool)
+    query = np.zeros(reps, dtype=np.int64)
+    entity = np.full(reps, -1, dtype=np.int64)
+    rows = np.arange(reps)
+    for b in range(1, min(budget, len(candidates)) + 1):
+        cdf = np.cumsum(np.where(available, weight, 0.0), axis=1)
+        u = rng.random(reps) * cdf[:, -1]
+        pick = np.minimum((cdf <= u[:, None]).sum(axis=1), len(candidates) - 1)
+        available[rows, pick] = False
+        chosen = candidates[pick]
+        hit = truth.winner[chosen] & (query == 0)
+        query[hit], entity[hit] = b, chosen[hit]
+    return query, entity, asr1
+
+
+def zoo_first_win(world: World, truth: ItemTruth, config: TCESConfig, reps: int,
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """DiscreteZOO under the planted rule (zero gradient: see the module docstring), ``reps`` attacks."""
+    pool = np.flatnonzero(truth.pool)
+    nearest: dict[int, list[int]] = {}  # current row -> the pool, nearest first (computed once per row)
+
+    def by_distance(current: int) -> list[int]:
+        if current not in nearest:
+            nearest[current] = pool[np.argsort(-world.cosine[current, pool], kind="stable")].tolist()
+        return nearest[current]
+
+    query = np.zeros(reps, dtype=np.int64)
+    entity = np.full(reps, -1, dtype=np.int64)
+    for r in range(reps):
+        used_rows: set[int] = set()
+        current = truth.distractors[int(rng.integers(len(truth.distractors)))]
+        used = 0
+        while used < config.budget and len(used_rows) < len(pool):
+            left = len(pool) - len(used_rows)
+            m = min(config.zoo_m, config.budget - used - 1, left - 1)
+            order = by_distance(current)
+            if m > 0:
+                hood = [j for j in order if j not in used_rows][:config.zoo_neighbourhood]
+                drawn = [hood[i] for i in rng.choice(len(hood), size=m, replace=False)]
+            else:
+                drawn = []
+            won = next((i for i, j in enumerate(drawn) if truth.winner[j]), None)
+            if won is not None:
+                query[r], entity[r] = used + 1 + won, drawn[won]
+                break
+            used_rows.update(drawn)
+            used += len(drawn)
+            step = next(j for j in order if j not in used_rows)
+            used_rows.add(step)
+            used += 1
+            if truth.winner[step]:
+                query[r], entity[r] = used, step
+                break
+            current = step
+    return query, entity
+
+
+def simulate(world: World, truths: Sequence[ItemTruth], config: TCESConfig, reps: int, seed: int) -> Simulated:
+    rng = np.random.default_rng(seed)
+    queries, entities, exact = [], [], []
+    for truth in truths:
+        if config.sampler == "zoo":
+            q, e = zoo_first_win(world, truth, config, reps, rng)
+        else:
+            q, e, a1 = sampling_first_win(truth, config.n if config.sampler == "pdws" else 0.0, config.budget,
+                                          reps, rng)
+            exact.append(a1)
+        queries.append(q)
+        entities.append(e)
+    return Simulated(np.array(queries), np.array(entities), np.array(exact) if exact else None)
+
+
+def gini_simpson_of(rows: np.ndarray) -> float:
+    """1 - Σ q_j² of the rows (written out here rather than calling ``medfuzz.scorers.stats``: independent)."""
+    if len(rows) == 0:
+        return math.nan
+    _, counts = np.unique(rows, return_counts=True)
+    shares = counts / counts.sum()
+    return float(1.0 - np.sum(shares**2))
+
+
+def top_rows(rows: np.ndarray, names: Sequence[str], k: int) -> list[int]:
+    """The k most frequent rows, ties broken by name (the order ``medfuzz`` documents for its ranking)."""
+    counts = Counter(int(r) for r in rows)
+    return [r for r, _ in sorted(counts.items(), key=lambda rc: (-rc[1], names[rc[0]]))[:k]]
+
+
+# ----------------------------------------------------------------------------------- the real runs
+
+
+def run_attacks(items: Sequence[MCQItem], spec: PlantedSpec, resources: TCESResources,
+                config: TCESConfig) -> list[dict[str, Any]]:
+    """Attack every item with the real engine and the planted target; the per-item records the scorers read."""
+    model = PlantedChatModel(PlantedTarget(spec, items), spec.name)
+
+    async def main() -> list[dict[str, Any]]:
+        results = await asyncio.gather(*(attack_item(item, model, resources, config) for item in items))
+        return [r.to_dict() for r in results]
+
+    return asyncio.run(main())
+
+
+@dataclass
+class Run:
+    label: str
+    config: TCESConfig
+    records: list[dict[str, Any]]
+    simulated: Simulated
+    world: World
+
+
+def config_for(label: str, options: dict[str, Any], spec: PlantedSpec, vocabulary: Path, plan: Plan,
+               seed: int) -> TCESConfig:
+    # a seed per sampler, so that the runs compared by the ordering checks are independent
+    return TCESConfig(entity=spec.tces.entity, vocabulary=str(vocabulary), embedding=spec.tces.embedding,
+                      budget=plan.budget, temperature=0.0, seed=derive_seed(seed, "tces", label) % 2**31, **options)
+
+
+def _attacked(records: Sequence[dict[str, Any]]) -> int:
+    return sum(r["outcome"] in ("success", "attack_failed") for r in records)
+
+
+def asr_checks(regime: str, run: Run, budget: int) -> list[Check]:
+    measured = tces_scorer.asr_by_budget(run.records, budget)
+    attacked = _attacked(run.records)
+    checks = []
+    for b in (1, budget):
+        per_item = run.simulated.asr_at(b)
+        exact = b == 1 and run.simulated.asr1 is not None
+        planted = float(np.mean(run.simulated.asr1)) if exact else float(np.mean(per_item))
+        reps = run.simulated.query.shape[1]
+        mc_sd = 0.0 if exact else math.sqrt(float(np.sum(per_item * (1 - per_item))) / reps) / len(per_item)
+        note = "exact: sum of Eq. 3 probabilities over the winners" if exact else f"Monte Carlo, {reps} per item"
+        checks.append(proportion_check(METHOD, f"{regime}: ASR@{b} {run.label}", planted,
+                                       round(measured[b - 1] * attacked), attacked, note=note, extra_sd=mc_sd))
+    return checks
+
+
+def ordering_check(regime: str, faster: Run, slower: Run, k: int = 1) -> Check:
+    """ASR@k(faster) − ASR@k(slower): the planted difference and an interval that must lie above 0 (the
+    regime is found faster), from the per-item success probabilities (independent runs)."""
+    p = faster.simulated.asr_at(k) if k > 1 or faster.simulated.asr1 is None else faster.simulated.asr1
+    q = slower.simulated.asr_at(k) if k > 1 or slower.simulated.asr1 is None else slower.simulated.asr1
+    planted = float(np.mean(p) - np.mean(q))
+    se = math.sqrt(float(np.sum(p * (1 - p)) + np.sum(q * (1 - q)))) / len(p)
+    measured = (tces_scorer.asr_by_budget(faster.records, k)[k - 1]
+                - tces_scorer.asr_by_budget(slower.records, k)[k - 1])
+    return Check(METHOD, f"{regime}: ASR@{k} {faster.label} minus {slower.label} (> 0: found faster)", planted,
+                 measured, max(planted - z() * se, 1e-9), planted + z() * se, len(p),
+                 note="the interval is cut at 0: the planted regime must be found faster")
+
+
+def _simulated_runs(run: Run) -> list[np.ndarray]:
+    """The winning rows of each simulated whole run (one simulated attack per item, replicate r)."""
+    sim = run.simulated
+    ok = (sim.query >= 1) & (sim.query <= run.config.budget)
+    return [sim.entity[ok[:, r], r] for r in range(sim.query.shape[1])]
+
+
+def _quantile_check(statistic: str, values: Sequence[float], measured: float, n: int, note: str) -> Check:
+    values = np.asarray([v for v in values if not math.isnan(v)])
+    tail = (1 - LEVEL) / 2
+    low, high = np.quantile(values, [tail, 1 - tail])
+    return Check(METHOD, statistic, float(np.mean(values)), measured, float(low), float(high), n, note=note)
+
+
+def diversity_checks(regime: str, run: Run, world: World, universal: Sequence[int]) -> list[Check]:
+    summary = tces_scorer.summarise(run.records, top=max(1, len(universal)))
+    simulated = _simulated_runs(run)
+    note = f"central {LEVEL:.1%} of {len(simulated)} simulated runs"
+    checks = [_quantile_check(f"{regime}: Gini-Simpson of adversarial entities, {run.label}",
+                              [gini_simpson_of(rows) for rows in simulated], summary.gini_simpson,
+                              summary.successes, note)]
+    if universal:
+        planted_set = set(universal)
+        top = [world.index.get(_norm(name), -1) for name, _ in summary.top_entities]
+        precision = len(planted_set & set(top)) / len(planted_set)
+        checks.append(_quantile_check(
+            f"{regime}: top-{len(planted_set)} reused entities in the universal set, {run.label}",
+            [len(planted_set & set(top_rows(rows, world.names, len(planted_set)))) / len(planted_set)
+             for rows in simulated], precision, summary.successes, note + " (share of the planted set recovered)"))
+    return checks
+
+
+def _norm(name: str) -> str:
+    from medfuzz.samplers.vocab import normalise_name
+
+    return normalise_name(name)
+
+
+def universal_share_check(regime: str, run: Run, truths: Sequence[ItemTruth]) -> Check:
+    """Share of successful attacks whose entity is universal, against its Monte-Carlo value."""
+    sim = run.simulated
+    ok = (sim.query >= 1) & (sim.query <= run.config.budget)
+    is_universal = np.array([t.universal[np.maximum(e, 0)] for t, e in zip(truths, sim.entity, strict=True)]) & ok
+    planted = float(is_universal.sum() / max(1, ok.sum()))
+    successes = [r for r in run.records if r["outcome"] == "success"]
+    hits = sum(bool(truths[0].universal[run.world.index[_norm(r["replacement"])]]) for r in successes)
+    mc_sd = math.sqrt(planted * (1 - planted) / max(1, ok.sum()))
+    return proportion_check(METHOD, f"{regime}: share of successes by a universal entity, {run.label}", planted,
+                            hits, len(successes), note="Monte Carlo", extra_sd=mc_sd)
+
+
+# ----------------------------------------------------------------------------------------- driver
+
+
+def regimes(spec: PlantedSpec) -> dict[str, PlantedSpec]:
+    """The planted specs the checks run: near only, far (universal) only, and both, where the spec has them."""
+    out: dict[str, PlantedSpec] = {}
+    if spec.tces.radius is not None:
+        out["near"] = spec.with_tces(universal=())
+    if spec.tces.universal:
+        out["universal"] = spec.with_tces(radius=None)
+    if spec.tces.radius is not None and spec.tces.universal:
+        out["near+universal"] = spec
+    return out
+
+
+@dataclass
+class Setup:
+    """What every regime of a validation run shares: the plan, the spec (its vocabulary the validation file),
+    the items, the perturbation set as the planted rule sees it and the attack's resources."""
+
+    plan: Plan
+    seed: int
+    spec: PlantedSpec
+    items: list[MCQItem]
+    vocabulary: Path
+    world: World
+    resources: TCESResources
+
+    @classmethod
+    def build(cls, plan: Plan, seed: int = 0, spec: PlantedSpec | None = None) -> Setup:
+        # no jitter, so the key is the argmax of every unsubstituted question and DiscreteZOO's scores are exact
+        spec = (spec or PlantedSpec.load()).with_target(data="none", noise=0.0)
+        items = synthetic_items(plan.items, seed=seed + 10)
+        vocabulary = validation_vocabulary(spec, items, plan.vocabulary, seed)
+        spec = spec.with_tces(vocabulary=str(vocabulary))
+        resources = TCESResources.build(spec.tces.entity, str(vocabulary), spec.tces.embedding)
+        return cls(plan, seed, spec, items, vocabulary, World.load(spec), resources)
+
+    @property
+    def universal(self) -> list[int]:
+        return [self.world.row(name) for name in self.spec.tces.universal]
+
+    def truths(self, spec: PlantedSpec) -> list[ItemTruth]:
+        return [item_truth(self.world, item, spec) for item in self.items]
+
+    def run(self, regime: str, spec: PlantedSpec, label: str) -> Run:
+        """Attack every item with sampler ``label`` against ``spec``'s target, and simulate the same attack."""
+        config = config_for(label, dict(SAMPLERS)[label], spec, self.vocabulary, self.plan, self.seed)
+        records = run_attacks(self.items, spec, self.resources, config)
+        simulated = simulate(self.world, self.truths(spec), config, self.plan.mc,
+                             derive_seed(self.seed, "tces-mc", regime, label))
+        return Run(label, config, records, simulated, self.world)
+
+
+def validate_tces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> list[Check]:
+    setup = Setup.build(PLANS[size], seed, spec)
+    universal = setup.universal
+    checks: list[Check] = []
+    clean: list[float] = []
+    for regime, regime_spec in regimes(setup.spec).items():
+        # both regimes at once: the reused-entity ranking must pick the universal set out of a mix of near and
+        # universal successes (RandS draws both; PDWS n > 0 mostly universal ones, as the paper's Fig. 2)
+        labels = [label for label, _ in SAMPLERS if regime != "near+universal" or label in ("RandS", FAR_SAMPLER)]
+        runs = {label: setup.run(regime, regime_spec, label) for label in labels}
+        clean += [tces_scorer.summarise(run.records).clean_accuracy for run in runs.values()]
+        if regime == "near+universal":
+            truths = setup.truths(regime_spec)
+            for run in runs.values():
+                checks += diversity_checks(regime, run, setup.world, universal)
+                checks.append(universal_share_check(regime, run, truths))
+            continue
+        for run in runs.values():
+            checks += asr_checks(regime, run, setup.plan.budget)
+        if regime == "near":
+            checks.append(ordering_check(regime, runs[NEAR_SAMPLER], runs[FAR_SAMPLER]))
+            checks += diversity_checks(regime, runs[NEAR_SAMPLER], setup.world, [])
+        else:
+            checks.append(ordering_check(regime, runs[FAR_SAMPLER], runs[NEAR_SAMPLER]))
+            checks += diversity_checks(regime, runs[FAR_SAMPLER], setup.world, universal)
+    checks.insert(0, exact_check(METHOD, "clean accuracy, every run (key is the argmax at temperature 0)", 1.0,
+                                 min(clean), setup.plan.items))
+    return checks

