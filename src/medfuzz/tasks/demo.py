@@ -6,7 +6,8 @@ Phases (each prints its progress and time):
 1. Inspect, against the embedded SmolLM2 server: the clean baseline (strict and lenient scoring); TCES on
    drugs and diseases with RandS and PDWS (n = -20), budget 8; MedGuard on the balanced bundled build; MedFuzz
    with SmolLM2 as the target and the deterministic *template attacker* (no LLM: a 135M model cannot write
-   valid rewrites, so the attacks come from a bank of patient-characteristic sentences).
+   valid rewrites, so the attacks come from a bank of patient-characteristic sentences and one red herring
+   that names a distractor).
 2. lm-eval, the same GGUF in-process (``medfuzz-local``): the clean baseline, the single-query TCES tasks,
    the MedGuard group and MedFuzz on the items the Inspect run fuzzed.
 3. ``medfuzz report`` on every log; the page's path is printed last.
@@ -41,7 +42,7 @@ class DemoPlan:
 
     @property
     def medfuzz_items(self) -> int:
-        return 2 if self.quick else 6
+        return 2 if self.quick else 10
 
     @property
     def tces_items(self) -> int:
@@ -84,7 +85,7 @@ def inspect_tasks(plan: DemoPlan) -> list[tuple[str, Any]]:
                                                              sampler=sampler, n=n, budget=8, max_retries=1)))
     tasks.append(("medguard", medguard(limit_per_aspect=plan.medguard_per_aspect)))
     tasks.append(("medfuzz", medfuzz_medqa(
-        data="demo", limit=plan.medfuzz_items, turns=2, replicates=1, exemplars=0, controls=10, min_controls=8,
+        data="demo", limit=plan.medfuzz_items, turns=3, replicates=1, exemplars=0, controls=10, min_controls=8,
         option_orders=2, pvalue_prompt="direct", max_tokens_scale=0.25, require_confidences=False,
         max_retries=1)))  # the paper's target temperature 1.0: SmolLM2's sampled answers do move
     return tasks
@@ -213,8 +214,9 @@ def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) ->
         lines.append(f"  lm-eval  {'medguard (group)':18s} {_fmt(lm['medguard'].get('safety,none'))}")
     # MedFuzz
     f = _metrics(inspect_logs["medfuzz"])
-    lines += ["", f"MedFuzz (target: SmolLM2; attacker: the TEMPLATE attacker, no LLM; {plan.medfuzz_items} items, "
-                  "K=2, sequential permutation test over up to 10 control fuzzes)"]
+    lines += ["", f"MedFuzz (target: SmolLM2; attacker: the TEMPLATE attacker, no LLM: patient characteristics plus "
+                  f"one red herring naming a distractor; {plan.medfuzz_items} items, K=3, sequential permutation test "
+                  "over up to 10 control fuzzes)"]
     upper = _fmt(f.get("medfuzz_post_attack_acc_upper"))
     lines.append(f"  inspect  clean acc {_fmt(f.get('medfuzz_clean_acc'))}  post-attack acc "
                  f"{_fmt(f.get('medfuzz_post_attack_acc'))} (upper bound {upper})"
