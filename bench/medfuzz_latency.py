@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_openai import critical_path, start_server
+from fake_openai import Replay, critical_path, start_server
 
 from medfuzz.benchmarks import load_items
 from medfuzz.models.openai_compat import OpenAIChatModel
@@ -55,12 +55,28 @@ class Limited:
             return await self.model.generate(messages, **kwargs)
 
 
+CONCURRENCY = [1, 16, 64]
+TRANSPORT = {"transport": "httpx"}  # --transport aiohttp: the SDK's aiohttp transport (openai.DefaultAioHttpClient)
+
+
+def http_client():
+    import openai
+
+    return openai.DefaultAioHttpClient() if TRANSPORT["transport"] == "aiohttp" else None
+
+
+async def close(*models: ChatModel) -> None:
+    """Close the SDK clients inside the run's loop (else they are closed at garbage collection, on a dead loop)."""
+    for model in models:
+        await getattr(model, "model", model)._client.close()
+
+
 def models(url: str, concurrency: int) -> tuple[ChatModel, ChatModel]:
     import httpx
 
     if ADAPTER_LIMIT:  # one semaphore for the endpoint, shared by both models
-        return (OpenAIChatModel("target", url, "k", max_connections=concurrency),
-                OpenAIChatModel("attacker", url, "k", max_connections=concurrency))
+        return (OpenAIChatModel("target", url, "k", max_connections=concurrency, http_client=http_client()),
+                OpenAIChatModel("attacker", url, "k", max_connections=concurrency, http_client=http_client()))
     gate = asyncio.Semaphore(concurrency)
     client = httpx.AsyncClient(limits=httpx.Limits(max_connections=concurrency * 2), timeout=60)
     return (Limited(OpenAIChatModel("target", url, "k", http_client=client), gate),
@@ -82,7 +98,10 @@ def measure(url: str, items, config: MedFuzzConfig, concurrency: int,
     target, attacker = models(url, concurrency)  # set-up (the SDK loads TLS certificates), not per-call cost
 
     async def go():
-        return await attack(target, attacker, items, config)
+        try:
+            return await attack(target, attacker, items, config)
+        finally:
+            await close(target, attacker)
 
     cpu, started = time.process_time(), time.perf_counter()
     if profile:
@@ -93,11 +112,25 @@ def measure(url: str, items, config: MedFuzzConfig, concurrency: int,
     return results, time.perf_counter() - started, time.process_time() - cpu
 
 
-def critical(items, config: MedFuzzConfig) -> tuple[int, int]:
+def critical(items, config: MedFuzzConfig) -> Replay:
     def run(make: Callable[[str], ChatModel]):
         return attack(make("target"), make("attacker"), items, config)
 
     return critical_path("medfuzz", run)
+
+
+def measure_virtual(items, config: MedFuzzConfig):
+    captured: list = []
+
+    async def run(make: Callable[[str], ChatModel]):
+        captured.extend(await attack(make("target"), make("attacker"), items, config))
+
+    critical_path("medfuzz", run)
+    return captured, 0.0, 0.0
+
+
+def longest_replicate(results) -> int:
+    return max(sum(u["calls"] for u in r.usage.values()) for x in results for r in x.replicates)
 
 
 def outcomes(results) -> str:
@@ -110,11 +143,16 @@ def outcomes(results) -> str:
 
 def scheduling_table(url: str, title: str, items, config: MedFuzzConfig, latency: float, repeat: int,
                      profile_at: int | None) -> None:
-    chain, virtual_calls = critical(items, config)
-    print(f"\n{title}: critical path {chain} calls ({virtual_calls} calls on the virtual clock)")
+    virtual = critical(items, config)
+    chain = virtual.chain
+    print(f"\n{title}: critical path {chain} calls ({virtual.calls} calls; engine alone "
+          f"{virtual.engine_cpu / virtual.calls * 1000:.2f} ms CPU per call on the virtual clock)")
+    if not config.controls:  # every call of a replicate waits for the one before: its calls are the chain
+        results, _, _ = measure_virtual(items, config)
+        print(f"  independent check: longest replicate has {longest_replicate(results)} calls")
     print(f"{'conc':>4} {'run':>3} {'calls':>6} {'wall s':>7} {'naive s':>7} {'crit s':>7} {'crit/wall':>9} "
           f"{'bound/wall':>10} {'cpu ms/call':>11}  outcomes")
-    for concurrency in (1, 16, 64):
+    for concurrency in CONCURRENCY:
         for run in range(1, repeat + 1):
             profile = cProfile.Profile() if profile_at == concurrency and run == 1 else None
             results, wall, cpu = measure(url, items, config, concurrency, profile)
@@ -139,13 +177,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--profile", type=int, default=None, metavar="CONCURRENCY")
     parser.add_argument("--skip-pvalue", action="store_true", help="only the scheduling tables")
+    parser.add_argument("--concurrency", default="1,16,64", help="comma-separated limits on calls in flight")
+    parser.add_argument("--transport", choices=["httpx", "aiohttp"], default="httpx",
+                        help="the openai SDK's HTTP transport (aiohttp: openai.DefaultAioHttpClient())")
     args = parser.parse_args()
+    TRANSPORT["transport"] = args.transport
+    CONCURRENCY[:] = [int(c) for c in args.concurrency.split(",")]
 
     items = load_items("medqa", "demo", limit=args.items)
     server, url = start_server("medfuzz", args.latency)
     try:
         print(f"fake server: own process, {args.latency * 1000:.0f} ms per call; limit on calls in flight: "
-              f"{'the adapter (max_connections per endpoint)' if ADAPTER_LIMIT else 'a semaphore in front'}")
+              f"{'the adapter (max_connections per endpoint)' if ADAPTER_LIMIT else 'a semaphore in front'}; "
+              f"SDK transport {args.transport}")
         config = MedFuzzConfig(turns=args.turns, replicates=args.replicates, exemplars=0, controls=0)
         scheduling_table(url, f"MedFuzz attack: {args.items} items x {args.replicates} replicates, K={args.turns}, "
                          "no significance test", items, config, args.latency, args.repeat, args.profile)

@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_openai import critical_path, start_server
-from medfuzz_latency import Limited
+from medfuzz_latency import CONCURRENCY, TRANSPORT, Limited, close, http_client
 
 from medfuzz.benchmarks import MCQItem, load_items
 from medfuzz.models.openai_compat import OpenAIChatModel
@@ -64,12 +64,19 @@ def resources() -> TCESResources:
 
 def model(url: str, concurrency: int) -> ChatModel:
     if ADAPTER_LIMIT:
-        return OpenAIChatModel("target", url, "k", max_connections=concurrency)
+        return OpenAIChatModel("target", url, "k", max_connections=concurrency, http_client=http_client())
     return Limited(OpenAIChatModel("target", url, "k"), asyncio.Semaphore(concurrency))
 
 
 async def attack(target: ChatModel, work: list[tuple[MCQItem, TCESConfig]], shared: TCESResources):
     return await asyncio.gather(*(attack_item(item, target, shared, config) for item, config in work))
+
+
+async def run_and_close(target: ChatModel, work, shared: TCESResources):
+    try:
+        return await attack(target, work, shared)
+    finally:
+        await close(target)
 
 
 def calls_of(results) -> int:
@@ -85,11 +92,11 @@ def table(url: str, title: str, work, shared: TCESResources, latency: float, rep
           f"{virtual.engine_cpu / virtual.calls * 1000:.2f} ms CPU per call on the virtual clock)")
     print(f"{'conc':>4} {'run':>3} {'calls':>6} {'wall s':>7} {'naive s':>7} {'crit s':>7} {'crit/wall':>9} "
           f"{'bound/wall':>10} {'cpu ms/call':>11}  outcomes")
-    for concurrency in (1, 16, 64):
+    for concurrency in CONCURRENCY:
         for run in range(1, repeat + 1):
             target = model(url, concurrency)  # set-up, not per-call cost
             cpu, started = time.process_time(), time.perf_counter()
-            results = asyncio.run(attack(target, work, shared))
+            results = asyncio.run(run_and_close(target, work, shared))
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu
             calls = calls_of(results)
             naive, crit = calls * latency / concurrency, virtual.chain * latency
@@ -107,14 +114,20 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2, help="attacks per item (different seeds, like epochs)")
     parser.add_argument("--budget", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--concurrency", default="1,16,64", help="comma-separated limits on calls in flight")
+    parser.add_argument("--transport", choices=["httpx", "aiohttp"], default="httpx",
+                        help="the openai SDK's HTTP transport (aiohttp: openai.DefaultAioHttpClient())")
     args = parser.parse_args()
+    TRANSPORT["transport"] = args.transport
+    CONCURRENCY[:] = [int(c) for c in args.concurrency.split(",")]
 
     shared = resources()
     items = [i for i in load_items("medqa", "demo") if type_options(clean_item(i), shared.matcher).distractors]
     server, url = start_server("tces", args.latency)
     try:
         print(f"fake server: own process, {args.latency * 1000:.0f} ms per call; limit on calls in flight: "
-              f"{'the adapter (max_connections per endpoint)' if ADAPTER_LIMIT else 'a semaphore in front'}")
+              f"{'the adapter (max_connections per endpoint)' if ADAPTER_LIMIT else 'a semaphore in front'}; "
+              f"SDK transport {args.transport}")
         for sampler, extra in (("pdws", {}), ("zoo", {"zoo_m": 3})):
             work = [(item, TCESConfig(sampler=sampler, budget=args.budget, seed=seed, **extra))
                     for seed in range(args.seeds) for item in items]
