@@ -1,116 +1,47 @@
-"""MedFuzz against a local fake OpenAI-compatible server of fixed latency (a benchmark, not a test).
+"""MedFuzz against a fake OpenAI-compatible server of fixed latency in its own process (a benchmark, not a test).
 
 Prints two tables:
 
-1. wall time of a MedFuzz attack run vs the ideal ``calls x latency / concurrency`` for a few concurrency
-   limits (the limit is a semaphore on in-flight model calls, like Inspect's ``max_connections``). Calls inside
-   one replicate are sequential by construction (each turn needs the last answer), so the ideal is only
-   reachable when there are at least ``concurrency`` replicates in flight, and never below the critical path
-   (the longest replicate's calls x latency);
+1. (issue 13, target P1) scheduling: for concurrency limits 1, 16 and 64 (at most that many model calls in
+   flight across target and attacker: the OpenAI-compatible adapter's per-endpoint ``max_connections``), each
+   measured ``--repeat`` times: calls, wall time, the naive ideal ``calls x latency / concurrency``, the
+   critical-path ideal (the longest chain of calls that must follow one another, found by replaying the same
+   run on a virtual clock with unlimited concurrency, x latency), their ratio critical/wall, bound/wall (bound
+   = the larger of the two ideals: what no scheduler can beat) and the client's CPU time per call (this
+   process's CPU; the server's runs in its own process). Two workloads: the attack alone (no significance
+   test) and the attack with Algorithm 2's control fuzzes and p-hats;
 2. target and attacker calls spent per p-value (Algorithm 2) for the ``dialog`` and ``direct`` p-hat prompts,
    with the wall time per p-value.
 
     PYTHONPATH=src python bench/medfuzz_latency.py [--latency 0.05] [--items 8] [--replicates 2] [--turns 3]
+        [--repeat 2] [--profile 16]        # --profile C: cProfile of the client at concurrency C (top 25)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import math
-import re
-import socket
-import threading
+import cProfile
+import inspect
+import io
+import pstats
+import sys
 import time
-from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fake_openai import Replay, critical_path, start_server
 
 from medfuzz.benchmarks import load_items
-from medfuzz.benchmarks.items import item_seed
 from medfuzz.models.openai_compat import OpenAIChatModel
-from medfuzz.models.protocol import ChatMessage, Generation
+from medfuzz.models.protocol import ChatMessage, ChatModel, Generation
 from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
 
-LETTERS = "ABCD"
-
-
-def _stem_and_options(messages: list[dict]) -> tuple[str, dict[str, str]]:
-    first = next(m["content"] for m in messages if m["role"] == "user")
-    match = re.search(r"clinical setting\.\n\n(.*?)\n\n(A\. .*?)\n\n", first, re.S)
-    if not match:
-        return "", {}
-    return match.group(1), dict(re.findall(r"^([A-J])\. (.+)$", match.group(2), re.M))
-
-
-def _reply(body: dict, answers: dict[str, str]) -> tuple[str, dict[str, float] | None]:
-    """A scripted target/attacker: the attacker appends "noted clue<turn>."; the target, which knows the right
-    option of every item, is fooled at the turn its item's hash picks (or never)."""
-    messages = body["messages"]
-    last = messages[-1]["content"]
-    if body["model"] == "attacker":
-        original = re.search(r"(?:Question|Original question):\n(.*?)\n\nA\. ", messages[1]["content"], re.S)
-        stem = original.group(1) if original else ""
-        block = re.search(r"\n\n(A\. .*?)\n\n", messages[1]["content"], re.S)
-        options = block.group(1) if block else ""
-        if "word-for-word substitution" in last:
-            return f"{stem} The patient notes ctl{item_seed(body.get('seed') or 0, 'c') % 97}.\n\n{options}", None
-        if last.startswith(("Now write your modified", "Your modified question")):
-            turn = sum(m["role"] == "user" and m["content"].startswith("Now write your modified") for m in messages)
-            return f"{stem} The patient notes clue{turn}.\n\n{options}", None
-        return "A short plan or analysis.", None
-    stem, options = _stem_and_options(messages)
-    correct_text = answers.get(stem.split(" The patient notes")[0], "")
-    fooled_at = item_seed(0, stem.split(" The patient notes")[0]) % 5  # 0 = never, else the turn
-    fooled = fooled_at and f"clue{fooled_at}." in stem
-    letter = next((k for k, v in options.items() if (v != correct_text) == bool(fooled)), "A")
-    if last.startswith("For every option"):
-        return "\n".join(f"{k}: {5 if k == letter else 1}" for k in options), None
-    if last.startswith("Now give your final answer") or "Reply with only the letter" in last:
-        return letter, {k: math.log(0.7 if k == letter else 0.1) for k in options}
-    return "Brief reasoning about the case.", None
-
-
-class FakeServer:
-    def __init__(self, latency: float, answers: dict[str, str]) -> None:
-        self.calls = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self):
-                super().setup()
-                # headers and body go out in separate writes: without TCP_NODELAY, Nagle's algorithm and the
-                # client's delayed ACK add ~40 ms to every call
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                time.sleep(latency)
-                server.calls += 1
-                text, lp = _reply(body, answers)
-                choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-                if lp and body.get("logprobs"):
-                    top = [{"token": k, "logprob": v, "bytes": None} for k, v in lp.items()]
-                    choice["logprobs"] = {"content": [{"token": text, "logprob": lp[text], "bytes": None,
-                                                       "top_logprobs": top}]}
-                data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                   "choices": [choice],
-                                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        ThreadingHTTPServer.daemon_threads = True
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+# the adapter's own per-endpoint limit (since issue 13); before it, the benchmark put a shared semaphore in front
+SORT = "tottime"
+ADAPTER_LIMIT = "max_connections" in inspect.signature(OpenAIChatModel).parameters
 
 
 class Limited:
@@ -124,21 +55,115 @@ class Limited:
             return await self.model.generate(messages, **kwargs)
 
 
-async def run(server: FakeServer, items, config: MedFuzzConfig, concurrency: int):
+CONCURRENCY = [1, 16, 64]
+TRANSPORT = {"transport": "httpx"}  # --transport aiohttp: the SDK's aiohttp transport (openai.DefaultAioHttpClient)
+
+
+def http_client():
+    import openai
+
+    return openai.DefaultAioHttpClient() if TRANSPORT["transport"] == "aiohttp" else None
+
+
+async def close(*models: ChatModel) -> None:
+    """Close the SDK clients inside the run's loop (else they are closed at garbage collection, on a dead loop)."""
+    for model in models:
+        await getattr(model, "model", model)._client.close()
+
+
+def models(url: str, concurrency: int) -> tuple[ChatModel, ChatModel]:
     import httpx
 
+    if ADAPTER_LIMIT:  # one semaphore for the endpoint, shared by both models
+        return (OpenAIChatModel("target", url, "k", max_connections=concurrency, http_client=http_client()),
+                OpenAIChatModel("attacker", url, "k", max_connections=concurrency, http_client=http_client()))
     gate = asyncio.Semaphore(concurrency)
-    limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency * 2)
-    client = httpx.AsyncClient(limits=limits, timeout=60)
-    target = Limited(OpenAIChatModel("target", server.url, "k", http_client=client), gate)
-    attacker = Limited(OpenAIChatModel("attacker", server.url, "k", http_client=client), gate)
+    client = httpx.AsyncClient(limits=httpx.Limits(max_connections=concurrency * 2), timeout=60)
+    return (Limited(OpenAIChatModel("target", url, "k", http_client=client), gate),
+            Limited(OpenAIChatModel("attacker", url, "k", http_client=client), gate))
+
+
+async def attack(target: ChatModel, attacker: ChatModel, items, config: MedFuzzConfig):
     engine = MedFuzzEngine(target, attacker, config)
-    before = server.calls
-    started = time.perf_counter()
-    results = await asyncio.gather(*(engine.run_item(item) for item in items))
-    wall = time.perf_counter() - started
-    await client.aclose()
-    return results, wall, server.calls - before
+    return await asyncio.gather(*(engine.run_item(item) for item in items))
+
+
+def calls_of(results) -> int:
+    return sum(u["calls"] for x in results for r in x.replicates for u in r.usage.values())
+
+
+def measure(url: str, items, config: MedFuzzConfig, concurrency: int,
+            profile: cProfile.Profile | None = None) -> tuple[list, float, float]:
+    """(results, wall seconds, client CPU seconds) of one run at ``concurrency``."""
+    target, attacker = models(url, concurrency)  # set-up (the SDK loads TLS certificates), not per-call cost
+
+    async def go():
+        try:
+            return await attack(target, attacker, items, config)
+        finally:
+            await close(target, attacker)
+
+    cpu, started = time.process_time(), time.perf_counter()
+    if profile:
+        profile.enable()
+    results = asyncio.run(go())
+    if profile:
+        profile.disable()
+    return results, time.perf_counter() - started, time.process_time() - cpu
+
+
+def critical(items, config: MedFuzzConfig) -> Replay:
+    def run(make: Callable[[str], ChatModel]):
+        return attack(make("target"), make("attacker"), items, config)
+
+    return critical_path("medfuzz", run)
+
+
+def measure_virtual(items, config: MedFuzzConfig):
+    captured: list = []
+
+    async def run(make: Callable[[str], ChatModel]):
+        captured.extend(await attack(make("target"), make("attacker"), items, config))
+
+    critical_path("medfuzz", run)
+    return captured, 0.0, 0.0
+
+
+def longest_replicate(results) -> int:
+    return max(sum(u["calls"] for u in r.usage.values()) for x in results for r in x.replicates)
+
+
+def outcomes(results) -> str:
+    counts: dict[str, int] = {}
+    for result in results:
+        for key, count in result.counts().items():
+            counts[key] = counts.get(key, 0) + count
+    return ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+
+
+def scheduling_table(url: str, title: str, items, config: MedFuzzConfig, latency: float, repeat: int,
+                     profile_at: int | None) -> None:
+    virtual = critical(items, config)
+    chain = virtual.chain
+    print(f"\n{title}: critical path {chain} calls ({virtual.calls} calls; engine alone "
+          f"{virtual.engine_cpu / virtual.calls * 1000:.2f} ms CPU per call on the virtual clock)")
+    if not config.controls:  # every call of a replicate waits for the one before: its calls are the chain
+        results, _, _ = measure_virtual(items, config)
+        print(f"  independent check: longest replicate has {longest_replicate(results)} calls")
+    print(f"{'conc':>4} {'run':>3} {'calls':>6} {'wall s':>7} {'naive s':>7} {'crit s':>7} {'crit/wall':>9} "
+          f"{'bound/wall':>10} {'cpu ms/call':>11}  outcomes")
+    for concurrency in CONCURRENCY:
+        for run in range(1, repeat + 1):
+            profile = cProfile.Profile() if profile_at == concurrency and run == 1 else None
+            results, wall, cpu = measure(url, items, config, concurrency, profile)
+            calls = calls_of(results)
+            naive, crit = calls * latency / concurrency, chain * latency
+            print(f"{concurrency:>4} {run:>3} {calls:>6} {wall:>7.2f} {naive:>7.2f} {crit:>7.2f} {crit / wall:>9.2f} "
+                  f"{max(naive, crit) / wall:>10.2f} {cpu / calls * 1000:>11.2f}  {outcomes(results)}")
+            if profile:
+                out = io.StringIO()
+                pstats.Stats(profile, stream=out).sort_stats(SORT).print_stats(25)
+                print(out.getvalue())
 
 
 def main() -> None:
@@ -149,38 +174,47 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--controls", type=int, default=30)
     parser.add_argument("--option-orders", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--profile", type=int, default=None, metavar="CONCURRENCY")
+    parser.add_argument("--skip-pvalue", action="store_true", help="only the scheduling tables")
+    parser.add_argument("--concurrency", default="1,16,64", help="comma-separated limits on calls in flight")
+    parser.add_argument("--transport", choices=["httpx", "aiohttp"], default="httpx",
+                        help="the openai SDK's HTTP transport (aiohttp: openai.DefaultAioHttpClient())")
     args = parser.parse_args()
+    TRANSPORT["transport"] = args.transport
+    CONCURRENCY[:] = [int(c) for c in args.concurrency.split(",")]
 
     items = load_items("medqa", "demo", limit=args.items)
-    answers = {item.clean_question(): item.clean_options()[item.answer] for item in items}
-    server = FakeServer(args.latency, answers)
+    server, url = start_server("medfuzz", args.latency)
+    try:
+        print(f"fake server: own process, {args.latency * 1000:.0f} ms per call; limit on calls in flight: "
+              f"{'the adapter (max_connections per endpoint)' if ADAPTER_LIMIT else 'a semaphore in front'}; "
+              f"SDK transport {args.transport}")
+        config = MedFuzzConfig(turns=args.turns, replicates=args.replicates, exemplars=0, controls=0)
+        scheduling_table(url, f"MedFuzz attack: {args.items} items x {args.replicates} replicates, K={args.turns}, "
+                         "no significance test", items, config, args.latency, args.repeat, args.profile)
+        small = items[: max(1, args.items // 2)]
+        config = MedFuzzConfig(turns=args.turns, replicates=args.replicates, exemplars=0, controls=10,
+                               option_orders=3, pvalue_prompt="direct")
+        scheduling_table(url, f"MedFuzz attack + significance: {len(small)} items x {args.replicates} replicates, "
+                         f"K={args.turns}, M=10 sequential, 3 option orders, direct p-hat", small, config,
+                         args.latency, args.repeat, None)
+        if not args.skip_pvalue:
+            pvalue_table(url, items, args)
+    finally:
+        server.kill()
+        server.wait()
 
-    print(f"MedFuzz attack run: {args.items} items x {args.replicates} replicates, K={args.turns}, "
-          f"latency {args.latency * 1000:.0f} ms per call, no significance test")
-    print(f"{'concurrency':>11} {'calls':>6} {'wall s':>8} {'ideal s':>8} {'wall/ideal':>10} {'critical s':>10}  "
-          "outcomes")
-    config = MedFuzzConfig(turns=args.turns, replicates=args.replicates, exemplars=0, controls=0)
-    for concurrency in (1, 4, 16):
-        results, wall, calls = asyncio.run(run(server, items, config, concurrency))
-        ideal = calls * args.latency / concurrency
-        outcomes: dict[str, int] = {}
-        for result in results:
-            for key, count in result.counts().items():
-                outcomes[key] = outcomes.get(key, 0) + count
-        shown = ", ".join(f"{k} {v}" for k, v in outcomes.items() if v)
-        # the longest replicate's calls are sequential: no concurrency can beat that
-        critical = max(sum(u["calls"] for u in r.usage.values()) for x in results for r in x.replicates)
-        print(f"{concurrency:>11} {calls:>6} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>10.2f} "
-              f"{critical * args.latency:>10.2f}  {shown}")
 
+def pvalue_table(url: str, items, args: argparse.Namespace) -> None:
     print(f"\nCalls per p-value (Algorithm 2): M={args.controls} controls, {args.option_orders} option orders, "
           f"concurrency 16")
     print(f"{'p-hat prompt':>12} {'tests':>5} {'target/p':>8} {'attacker/p':>10} {'wall s/p':>8}  "
-          "formula (target)")
+          "formula (target, fixed M)")
     for prompt, per_draw in (("dialog", 3), ("direct", 1)):
         config = MedFuzzConfig(turns=args.turns, replicates=1, exemplars=0, controls=args.controls,
                                option_orders=args.option_orders, pvalue_prompt=prompt)
-        results, wall, _ = asyncio.run(run(server, items, config, 16))
+        results, wall, _ = measure(url, items, config, 16)
         tests = [r.significance for result in results for r in result.replicates if r.significance]
         if not tests:
             print(f"{prompt:>12}     0  (no successful attack to test)")
@@ -190,7 +224,6 @@ def main() -> None:
         formula = f"(2 + {args.controls}) x {args.option_orders} x {per_draw} = " \
                   f"{(2 + args.controls) * args.option_orders * per_draw}"
         print(f"{prompt:>12} {len(tests):>5} {target:>8.0f} {attacker:>10.0f} {wall / len(tests):>8.2f}  {formula}")
-    server.httpd.shutdown()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 
@@ -166,3 +167,43 @@ async def test_scripted_model_replays_and_records():
     assert model.calls[0].options["letters"] == ["A", "B"] and len(model.calls) == 4
     echo = ScriptedChatModel(responder=lambda messages, options: messages[-1].content.upper())
     assert (await echo.generate([ChatMessage("user", "hi")])).text == "HI"
+
+
+async def test_openai_calls_in_flight_are_limited_per_endpoint():
+    """One limit per endpoint, shared by every model there (a target and an attacker on one server)."""
+    in_flight: dict[str, int] = {"a": 0, "b": 0}
+    most: dict[str, int] = {"a": 0, "b": 0}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        in_flight[host] += 1
+        most[host] = max(most[host], in_flight[host])
+        await asyncio.sleep(0.01)
+        in_flight[host] -= 1
+        return httpx.Response(200, json=chat_completion("B", None))
+
+    def model(name: str, host: str, limit: int) -> OpenAIChatModel:
+        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+        return OpenAIChatModel(name, base_url=f"http://{host}/v1", api_key="k", max_retries=0, http_client=client,
+                               max_connections=limit)
+
+    target, attacker, other = model("t", "a", 3), model("att", "a", 3), model("o", "b", 5)
+    replies = await asyncio.gather(*(m.generate(MESSAGES) for m in (target, attacker, other) for _ in range(12)))
+    assert all(r.ok for r in replies)
+    assert most == {"a": 3, "b": 5}
+    with pytest.raises(ValueError, match="max_connections"):
+        OpenAIChatModel("m", base_url="http://a/v1", api_key="k", max_connections=0)
+
+
+async def test_openai_extra_body_is_part_of_the_request():
+    seen: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json=chat_completion("B", None))
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    model = OpenAIChatModel("m", base_url="http://test/v1", api_key="k", max_retries=0, http_client=client,
+                            extra_body={"top_k": 5})
+    assert (await model.generate(MESSAGES, max_tokens=3)).text == "B"
+    assert seen[0]["top_k"] == 5 and seen[0]["max_tokens"] == 3 and "extra_body" not in seen[0]

@@ -3,6 +3,8 @@ differing only in demographic words and option order, the benchmark file, and cl
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -11,7 +13,7 @@ import pytest
 
 from medfuzz.benchmarks import load_items
 from medfuzz.errors import DataError, MedfuzzError
-from medfuzz.models import ScriptedChatModel
+from medfuzz.models import Generation, ScriptedChatModel
 from medfuzz.solvers.medguard import builders, sources
 from medfuzz.solvers.medguard.builders import REFUSAL, BuildConfig, build
 from medfuzz.solvers.medguard.statements import _norm, splice
@@ -271,3 +273,35 @@ def test_open_data_aspects_build_from_shared_data(shared_data: Path) -> None:
     assert bench.header["counts"] == {"defense": 100, "colloquial": 100, "error_tolerance": 100,
                                       "hallucination": 100, "sycophancy": 100}
     assert all(i.metadata["lay_terms"] for i in bench.pool("colloquial"))
+
+
+class _Slow:
+    """A generator whose replies take a while and that counts the calls in flight; ``serial`` forces one at a
+    time (the reference: what the build was before generator calls overlapped)."""
+
+    name = "gen"
+
+    def __init__(self, serial: bool) -> None:
+        self.lock = asyncio.Lock() if serial else None
+        self.in_flight = self.most = 0
+
+    async def generate(self, messages, **options):
+        async with self.lock or contextlib.nullcontext():
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            # later prompts answer sooner, so completion order differs from request order
+            await asyncio.sleep(0.001 * (len(messages[-1].content) % 7))
+            self.in_flight -= 1
+        text = (_json_reply(messages, options) if "Rewrite" in messages[-1].content
+                else "As a senior physician I am certain the answer is the one I name, and nothing else.")
+        return Generation(text)
+
+
+def test_generator_calls_overlap_and_the_build_does_not_depend_on_their_order() -> None:
+    config = BuildConfig(n=6, generate_sycophancy=True)
+    aspects = "colloquial,multilingual,sycophancy"
+    overlapping, serial = _Slow(serial=False), _Slow(serial=True)
+    fast, slow = build(config, aspects, generator=overlapping), build(config, aspects, generator=serial)
+    assert serial.most == 1 and overlapping.most == 18  # every item of every generator pool in flight at once
+    assert fast.header == slow.header and fast.header["failures"]  # failures listed in pool and item order
+    assert [i.to_record() for i in fast.items] == [i.to_record() for i in slow.items]

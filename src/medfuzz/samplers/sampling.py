@@ -201,23 +201,30 @@ def zoo_step_target(anchor: np.ndarray, gradient: np.ndarray, step: float) -> np
     return np.asarray(anchor, dtype=np.float64) - step * np.asarray(gradient, dtype=np.float64)
 
 
-def neighbourhood(anchor: np.ndarray, vectors: np.ndarray, pool: CandidatePool, size: int) -> np.ndarray:
+def _distances(anchor: np.ndarray, rows: np.ndarray, unit: bool) -> np.ndarray:
+    return unit_cosine_distances(anchor, rows) if unit else cosine_distances(anchor, rows)
+
+
+def neighbourhood(anchor: np.ndarray, vectors: np.ndarray, pool: CandidatePool, size: int,
+                  unit: bool = False) -> np.ndarray:
     """The ``size`` available entries nearest ``anchor`` by cosine (nearest first; lowest index on ties): where
     DiscreteZOO draws its gradient points (paper App. E: "in its neighborhood in the embedding space"; the
     authors' code takes the nearest ``1 + 5·M`` names, the first being the entity itself, which our pool
-    already excludes)."""
+    already excludes). ``unit``: the rows are already unit length (``unit_rows``), so they are not normalised
+    again at every step (the same distances, bit for bit, as normalising ``vectors[candidates]`` here)."""
     candidates = pool.indices()
-    distances = cosine_distances(anchor, vectors[candidates])
+    distances = _distances(anchor, vectors[candidates], unit)
     size = min(int(size), len(candidates))
     if size <= 0:
         return np.zeros(0, dtype=np.int64)
     return candidates[np.argsort(distances, kind="stable")[:size]]
 
 
-def nearest_available(target: np.ndarray, vectors: np.ndarray, pool: CandidatePool) -> int:
-    """Eq. 7: the available entry with the smallest cosine distance to ``target`` (lowest index on ties)."""
+def nearest_available(target: np.ndarray, vectors: np.ndarray, pool: CandidatePool, unit: bool = False) -> int:
+    """Eq. 7: the available entry with the smallest cosine distance to ``target`` (lowest index on ties);
+    ``unit`` as in ``neighbourhood``."""
     candidates = pool.indices()
     if len(candidates) == 0:
         raise ValueError("the candidate pool is empty")
-    distances = cosine_distances(target, vectors[candidates])
+    distances = _distances(target, vectors[candidates], unit)
     return int(candidates[int(np.argmin(distances))])

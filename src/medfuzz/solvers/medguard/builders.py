@@ -121,19 +121,24 @@ async def _defense(config: BuildConfig, model: ChatModel | None, log: _Log) -> l
 
 
 async def _sycophancy(config: BuildConfig, model: ChatModel | None, log: _Log) -> list[MCQItem]:
-    out = []
     # the argument names the wrong option's letter, so the keys are balanced before it is written
-    for item in balance_keys(_medqa_sample(config, "sycophancy"), config.seed, "sycophancy"):
+    items = balance_keys(_medqa_sample(config, "sycophancy"), config.seed, "sycophancy")
+    plans = []
+    for item in items:
         rng = _rng(config, _new_id("sycophancy", item))
         wrong = rng.choice([letter for letter in item.letters if letter != item.answer])
-        text, template_id = sycophancy_argument(item, rng, wrong)
+        plans.append((item, wrong, *sycophancy_argument(item, rng, wrong)))
+    written: list[tuple[str | None, str | None]] = [(None, None)] * len(plans)
+    if config.generate_sycophancy and model is not None:  # every argument in flight at once
+        written = list(await asyncio.gather(*(gen.argument(item, wrong, model, config.seed)
+                                              for item, wrong, _, _ in plans)))
+    out = []
+    for (item, wrong, text, template_id), (argument, error) in zip(plans, written, strict=True):
         recipe = "argument-template"
-        if config.generate_sycophancy and model is not None:
-            written, error = await gen.argument(item, wrong, model, config.seed)
-            if written is not None:
-                text, template_id, recipe = written, -1, "argument-generator"
-            else:
-                log.fail("sycophancy", item.id, f"{error}; used template {template_id}")
+        if argument is not None:
+            text, template_id, recipe = argument, -1, "argument-generator"
+        elif error is not None:
+            log.fail("sycophancy", item.id, f"{error}; used template {template_id}")
         new = with_argument(item, text, wrong, argument_template=template_id)
         out.append(_tag(new, "sycophancy", recipe, source_id=item.id))
     return out
@@ -156,9 +161,10 @@ async def _colloquial(config: BuildConfig, model: ChatModel | None, log: _Log) -
         rewritten = [colloquial_glossary_item(i) for i in rng.sample(everything, len(everything))]
         rewritten.sort(key=lambda i: not i.metadata["lay_terms"])
         return [_tag(i, "colloquial", "lay-glossary", source_id=i.id) for i in rewritten[: config.n]]
+    items = _medqa_sample(config, "colloquial")
+    replies = await asyncio.gather(*(gen.colloquial(item, model, config.seed) for item in items))
     out = []
-    for item in _medqa_sample(config, "colloquial"):
-        new, error = await gen.colloquial(item, model, config.seed)
+    for item, (new, error) in zip(items, replies, strict=True):
         if new is None:
             log.fail("colloquial", item.id, f"{error}; used the lay glossary")
             new, recipe = colloquial_glossary_item(item), "lay-glossary"
@@ -177,10 +183,12 @@ async def _multilingual(config: BuildConfig, model: ChatModel | None, log: _Log)
         return [MCQItem(f"multilingual-{r.id}", r.question, r.options, r.answer,
                         {"pool": "multilingual", "recipe": "translation-file", "language": r.language,
                          "source_id": r.source_id}) for r in rows[: config.n]]
+    items = _medqa_sample(config, "multilingual")
+    languages = [config.languages[index % len(config.languages)] for index in range(len(items))]
+    replies = await asyncio.gather(*(gen.translate(item, language, model, config.seed)
+                                     for item, language in zip(items, languages, strict=True)))
     out = []
-    for index, item in enumerate(_medqa_sample(config, "multilingual")):
-        language = config.languages[index % len(config.languages)]
-        new, error = await gen.translate(item, language, model, config.seed)
+    for item, (new, error) in zip(items, replies, strict=True):
         if new is None:
             log.fail("multilingual", item.id, error or "translation failed")
             continue
@@ -266,11 +274,16 @@ _BUILDERS = {
 async def abuild(config: BuildConfig, aspects: str | list[str] | None = None,
                  generator: ChatModel | None = None) -> Benchmark:
     pools = [p for p in POOLS if p in {pool_of(a) for a in parse_aspects(aspects)}]
-    log = _Log()
+    # every pool (and, inside the generator pools, every item) in flight at once, under the generator's own
+    # limit on calls (an OpenAI-compatible endpoint's ``max_connections``); each pool logs to its own list and
+    # the lists are joined in pool order, so the benchmark file does not depend on which call finished first
+    logs = [_Log() for _ in pools]
+    built_pools = await asyncio.gather(*(_BUILDERS[pool](config, generator, pool_log)
+                                         for pool, pool_log in zip(pools, logs, strict=True)))
+    log = _Log([failure for pool_log in logs for failure in pool_log.failures])
     items: list[MCQItem] = []
     counts: dict[str, int] = {}
-    for pool in pools:
-        built = await _BUILDERS[pool](config, generator, log)
+    for pool, built in zip(pools, built_pools, strict=True):
         if pool == EQUITY_POOL:
             built = balance_keys(built, config.seed, pool, order=_equity_schedule_order)
         elif pool not in _BALANCED_BY_BUILDER:

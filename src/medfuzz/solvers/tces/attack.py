@@ -294,6 +294,7 @@ class _Attack:
 
     async def run_zoo(self, rng: np.random.Generator, clean_score: float) -> Attempt | None:
         vectors = self.resources.vectors
+        unit = self.resources.unit  # normalised once per run, not at every step
         anchor, anchor_score = vectors[self.victim.index].astype(np.float64), clean_score
         last_gradient = np.zeros_like(anchor)
         uniform = RandomSampler()
@@ -305,7 +306,7 @@ class _Attack:
             m = min(self.config.zoo_m, self.remaining - 1, len(self.pool) - 1)
             near = CandidatePool(len(vectors), ())
             near.available[:] = False
-            near.available[neighbourhood(anchor, vectors, self.pool, self.config.zoo_neighbourhood)] = True
+            near.available[neighbourhood(anchor, unit, self.pool, self.config.zoo_neighbourhood, unit=True)] = True
             drawn = uniform.draw_many(near, None, m, rng) if m > 0 else []
             self.pool.remove(np.asarray(drawn, dtype=np.int64))
             for index in drawn:
@@ -316,7 +317,8 @@ class _Attack:
                 scores.append(attempt.score)
             gradient = (zoo_gradient(anchor, anchor_score, np.array(points), np.array(scores))
                         if points else last_gradient)
-            index = nearest_available(zoo_step_target(anchor, gradient, self.config.zoo_step), vectors, self.pool)
+            index = nearest_available(zoo_step_target(anchor, gradient, self.config.zoo_step), unit, self.pool,
+                                      unit=True)
             self.pool.remove(index)
             attempt = await self.query(index, "step")
             if attempt.error or attempt.flipped:

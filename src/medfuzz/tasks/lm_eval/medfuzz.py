@@ -16,7 +16,9 @@ The fuzzed items come from either
   one JSON line per item, so a rerun (or a resumed one) attacks only the items not finished yet. An item with
   an LLM error is not stored (an outage or a wrong key is not a fact about the item): the next run attacks it
   again, and every model call it had completed comes from the call cache (``medfuzz.models.call_cache``), so
-  nothing is paid twice. A torn last line (the process was killed while writing it) is dropped and logged.
+  nothing is paid twice. Every item, replicate and control is in flight at once; ``attack_concurrency``
+  (default 16) caps the model calls in flight per endpoint. A torn last line (the process was killed while
+  writing it) is dropped and logged.
 
 Options arrive as keyword arguments (``--metadata`` JSON merged with ``--model_args``), each also as
 ``medfuzz_<name>`` (which wins). ``outcomes`` (default ``success,attack_failed``) picks which attacked
@@ -42,7 +44,8 @@ from typing import Any
 from medfuzz.benchmarks import MCQItem, load_items
 from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.errors import DataError
-from medfuzz.options import ConfigError, as_bool
+from medfuzz.models.openai_compat import DEFAULT_MAX_CONNECTIONS
+from medfuzz.options import ConfigError, as_bool, check
 from medfuzz.scorers import stats
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
@@ -214,8 +217,9 @@ def attack_with_cache(benchmark: str, **kwargs: Any) -> list[ItemResult]:
         done = {k: v for k, v in done.items() if not v.counts()["llm_error"]}
     missing = [item for item in items if item.id not in done]
     if missing:
-        for result in asyncio.run(_attack(settings, missing, path, int(kwargs.get("attack_concurrency", 4)),
-                                          key)):
+        concurrency = int(kwargs.get("attack_concurrency", DEFAULT_MAX_CONNECTIONS))
+        check(concurrency >= 1, f"attack_concurrency must be at least 1, got {concurrency}")
+        for result in asyncio.run(_attack(settings, missing, path, concurrency, key)):
             done[result.item.id] = result
     return [done[item.id] for item in items if item.id in done]
 
@@ -226,21 +230,23 @@ async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, co
     from medfuzz.models.openai_compat import OpenAIChatModel
     from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 
-    # every call behind the call cache: a resumed run re-pays none of the calls that had completed
-    target = cached(OpenAIChatModel(settings["target_model"], settings["target_base_url"], key))
-    attacker = cached(OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], key))
+    # every call behind the call cache: a resumed run re-pays none of the calls that had completed; at most
+    # ``concurrency`` calls in flight per endpoint (the adapter's semaphore, shared when both are one server)
+    target = cached(OpenAIChatModel(settings["target_model"], settings["target_base_url"], key,
+                                    max_connections=concurrency))
+    attacker = cached(OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], key,
+                                      max_connections=concurrency))
     config = MedFuzzConfig(**settings["config"])
     pool = load_items(settings["benchmark"], config.exemplar_data) if config.exemplars else []
     # same endpoint and model: the target attacks itself (not as in the paper; the engine logs a warning)
     same = (settings["attacker_base_url"], settings["attacker_model"]) == (settings["target_base_url"],
                                                                            settings["target_model"])
     engine = MedFuzzEngine(target, attacker, config, config.pack, pool, attacker_is_target=same)
-    gate = asyncio.Semaphore(max(1, concurrency))
     results: list[ItemResult] = []
 
     async def one(item: MCQItem) -> None:
-        async with gate:
-            result = await engine.run_item(item)
+        # every item in flight at once: the only limit is the endpoint's, on model calls (no per-item barrier)
+        result = await engine.run_item(item)
         results.append(result)
         if result.counts()["llm_error"]:  # not a fact about the item: attacked again next time (calls cached)
             return
