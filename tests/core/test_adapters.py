@@ -207,3 +207,15 @@ async def test_openai_extra_body_is_part_of_the_request():
                             extra_body={"top_k": 5})
     assert (await model.generate(MESSAGES, max_tokens=3)).text == "B"
     assert seen[0]["top_k"] == 5 and seen[0]["max_tokens"] == 3 and "extra_body" not in seen[0]
+
+
+def test_malformed_logprobs_are_dropped_not_a_crash() -> None:
+    from medfuzz.models.openai_compat import _positions
+
+    good = {"content": [{"token": "A", "logprob": "-0.5", "top_logprobs": [{"token": "B", "logprob": -1.0}]}]}
+    [entry] = _positions(good)
+    assert entry.token == "A" and entry.logprob == -0.5 and entry.top == (("B", -1.0),)
+    for bad in ({"content": [{"logprob": -0.1}]}, {"content": [{"token": "A", "logprob": None}]},
+                {"content": [{"token": "A", "logprob": -0.1, "top_logprobs": [{"token": "B"}]}]},
+                {"content": ["A"]}):
+        assert _positions(bad) is None

@@ -151,12 +151,17 @@ def _positions(logprobs: Any) -> list[TokenLogprob] | None:
     content = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not content:
         return None
-    # float(): some servers send numbers as strings or numpy-style values; results stay JSON-serialisable
-    return [
-        TokenLogprob(
-            token=entry["token"],
-            logprob=float(entry["logprob"]),
-            top=tuple((alt["token"], float(alt["logprob"])) for alt in (entry.get("top_logprobs") or [])),
-        )
-        for entry in content
-    ]
+    # float(): some servers send numbers as strings or numpy-style values; results stay JSON-serialisable.
+    # A malformed entry (no token, no number) makes the reply's logprobs unusable, never the call a crash:
+    # the letter then comes from the text, as for a server without logprobs.
+    try:
+        return [
+            TokenLogprob(
+                token=str(entry["token"]),
+                logprob=float(entry["logprob"]),
+                top=tuple((str(alt["token"]), float(alt["logprob"])) for alt in (entry.get("top_logprobs") or [])),
+            )
+            for entry in content
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
