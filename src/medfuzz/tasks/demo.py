@@ -42,13 +42,13 @@ class DemoPlan:
 
     @property
     def medfuzz_items(self) -> int:
-        return 2 if self.quick else 10
+        return 2 if self.quick else 8
 
     @property
     def tces_items(self) -> int:
         """The first items of the demo sample given to the Inspect TCES runs (those without an entity cost
         nothing); lm-eval's single-substitution tasks take the first few attackable ones."""
-        return 10 if self.quick else 20
+        return 10 if self.quick else 14
 
     @property
     def tces_runs(self) -> list[tuple[str, str, float]]:
