@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="a short robustness evaluation (clean, TCES, MedGuard, MedFuzz) on the "
                                             "embedded model through Inspect and lm-eval, then the report page")
     demo.add_argument("--out", default="medfuzz-demo", help="folder for logs and results")
-    demo.add_argument("--limit", type=int, default=12, help="clean-baseline items (of the 50 bundled)")
+    demo.add_argument("--limit", type=int, default=10, help="clean-baseline items (of the 50 bundled)")
     demo.add_argument("--threads", type=int, default=2)
     demo.add_argument("--quick", action="store_true", help="a smaller run (drugs and RandS only, fewer items)")
     demo.set_defaults(func=_demo)

@@ -42,13 +42,13 @@ class DemoPlan:
 
     @property
     def medfuzz_items(self) -> int:
-        return 2 if self.quick else 8
+        return 2 if self.quick else 10
 
     @property
     def tces_items(self) -> int:
         """The first items of the demo sample given to the Inspect TCES runs (those without an entity cost
         nothing); lm-eval's single-substitution tasks take the first few attackable ones."""
-        return 10 if self.quick else 14
+        return 10 if self.quick else 12
 
     @property
     def tces_runs(self) -> list[tuple[str, str, float]]:
@@ -86,7 +86,7 @@ def inspect_tasks(plan: DemoPlan) -> list[tuple[str, Any]]:
     tasks.append(("medguard", medguard(limit_per_aspect=plan.medguard_per_aspect)))
     tasks.append(("medfuzz", medfuzz_medqa(
         data="demo", limit=plan.medfuzz_items, turns=3, replicates=1, exemplars=0, controls=10, min_controls=8,
-        option_orders=2, pvalue_prompt="direct", max_tokens_scale=0.25, require_confidences=False,
+        option_orders=1, pvalue_prompt="direct", max_tokens_scale=0.25, require_confidences=False,
         max_retries=1)))  # the paper's target temperature 1.0: SmolLM2's sampled answers do move
     return tasks
 
