@@ -50,8 +50,9 @@ def proportion_check(method: str, statistic: str, planted: float, hits: int, n: 
     measured = hits / n if n else math.nan
     lo_count, hi_count = stats.binom.interval(level, n, min(1.0, max(0.0, planted))) if n else (math.nan, math.nan)
     widen = z(level) * extra_sd
-    return Check(method, statistic, planted, measured, lo_count / n - widen if n else math.nan,
-                 hi_count / n + widen if n else math.nan, n, note, expect_fail)
+    # a share lies in [0, 1]: widening by the Monte-Carlo error must not print intervals outside it
+    return Check(method, statistic, planted, measured, max(0.0, lo_count / n - widen) if n else math.nan,
+                 min(1.0, hi_count / n + widen) if n else math.nan, n, note, expect_fail)
 
 
 def mean_check(method: str, statistic: str, planted: float, measured: float, se: float, n: int, note: str = "",
