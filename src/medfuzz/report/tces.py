@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medfuzz.scorers import stats
 from medfuzz.scorers.tces import TCESSummary, asr_by_budget, summarise
 
 SCORER = "tces_scorer"
@@ -80,13 +81,11 @@ def _slug(*parts: object) -> str:
 
 
 def wilson(successes: int, total: int) -> tuple[float, float, float]:
-    """Proportion and its Wilson 95 % interval (statsmodels); NaNs when ``total`` is 0."""
-    from statsmodels.stats.proportion import proportion_confint
-
+    """Proportion and its Wilson 95 % interval (``stats.proportion``); NaNs when ``total`` is 0."""
     if total <= 0:
         return float("nan"), float("nan"), float("nan")
-    low, high = proportion_confint(successes, total, alpha=0.05, method="wilson")
-    return successes / total, float(low), float(high)
+    share = stats.proportion(int(successes), int(total))
+    return share.value, share.low, share.high
 
 
 def chance_level(records: Sequence[dict[str, Any]]) -> float:
