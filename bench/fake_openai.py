@@ -133,15 +133,56 @@ def serve(kind: str, latency: float) -> None:
     httpd.serve_forever()
 
 
+def serve_asyncio(kind: str, latency: float) -> None:
+    """The same replies from an asyncio server (aiohttp.web): one event loop instead of a thread per
+    connection, so 64 replies due at the same instant do not queue for the GIL behind each other's thread
+    switches. The latency is still measured from the moment the body is read and includes our own work."""
+    from aiohttp import web
+
+    reply = responder(kind)
+
+    async def chat(request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        body = json.loads(await request.read())
+        data = json.dumps(completion(body, *reply(body))).encode()
+        await asyncio.sleep(max(0.0, latency - (time.perf_counter() - started)))
+        return web.Response(body=data, content_type="application/json")
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=256)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        print(f"PORT {port}", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+SERVER = {"server": "asyncio"}  # --server threads: the first benchmarks' ThreadingHTTPServer
+
+
 def start_server(kind: str, latency: float) -> tuple[subprocess.Popen, str]:
     """The fake server in a child process; its base URL once it listens."""
     process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--kind", kind,
-                                "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
+                                "--latency", str(latency), "--server", SERVER["server"]],
+                               stdout=subprocess.PIPE, text=True)
     line = process.stdout.readline() if process.stdout else ""
     if not line.startswith("PORT "):
         process.kill()
         raise RuntimeError(f"fake server did not start: {line!r}")
     return process, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
+async def open_connections(model: Any, count: int) -> None:
+    """``count`` concurrent throw-away calls through ``model`` before the timed run, so that its HTTP connections
+    are open (a warm pool, as in any run past its first calls): setting up a few dozen connections at once costs
+    ~50 ms on these machines, a large share of a 0.45-s critical path and nothing in a real run's hours."""
+    messages = [ChatMessage("system", "warm-up"), ChatMessage("user", "warm-up")]
+    await asyncio.gather(*(model.generate(messages, max_tokens=1) for _ in range(count)))
 
 
 # ------------------------------------------------------------------------- critical path by virtual time
@@ -193,8 +234,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 class InstantModel:
     """A ChatModel that answers like the fake server after ``asyncio.sleep(latency)``, with no HTTP."""
 
-    def __init__(self, name: str, reply: Callable[[dict], Reply], latency: float) -> None:
-        self.name, self.reply, self.latency = name, reply, latency
+    def __init__(self, name: str, reply: Callable[[dict], Reply], latency: float,
+                 gate: asyncio.Semaphore | None = None) -> None:
+        self.name, self.reply, self.latency, self.gate = name, reply, latency, gate
         self.calls = 0
         self.reply_cpu = 0.0  # the fake server's own work, not the client's
 
@@ -202,7 +244,11 @@ class InstantModel:
                        temperature: float | None = None, seed: int | None = None,
                        letters: Sequence[str] | None = None) -> Generation:
         self.calls += 1
-        await asyncio.sleep(self.latency)
+        if self.gate is None:
+            await asyncio.sleep(self.latency)
+        else:  # the adapter's limit: a first-come semaphore
+            async with self.gate:
+                await asyncio.sleep(self.latency)
         body = {"model": self.name, "seed": seed, "messages": [{"role": m.role, "content": m.content}
                                                                for m in messages]}
         started = time.process_time()
@@ -223,17 +269,22 @@ class Replay:
 
 
 def critical_path(kind: str, run: Callable[[Callable[[str], InstantModel]], Any],
-                  profile: cProfile.Profile | None = None) -> Replay:
+                  profile: cProfile.Profile | None = None, limit: int | None = None) -> Replay:
     """``run(make_model)`` with unlimited concurrency on the virtual clock, where ``make_model(name)`` gives a
-    model answering like the ``kind`` server after one virtual second per call."""
+    model answering like the ``kind`` server after one virtual second per call. ``limit``: at most that many
+    calls in flight across all models (one first-come semaphore, like the adapter's per-endpoint limit): the
+    run's length is then what this schedule reaches at that limit when CPU costs nothing."""
     reply = responder(kind)
     models: list[InstantModel] = []
+    loop = VirtualTimeLoop()
+    gate: list[asyncio.Semaphore] = []
 
     def make(name: str) -> InstantModel:
-        models.append(InstantModel(name, reply, 1.0))
+        if limit is not None and not gate:
+            gate.append(asyncio.Semaphore(limit))
+        models.append(InstantModel(name, reply, 1.0, gate[0] if gate else None))
         return models[-1]
 
-    loop = VirtualTimeLoop()
     cpu = time.process_time()
     try:
         if profile:
@@ -251,5 +302,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", choices=["medfuzz", "tces"], required=True)
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--server", choices=["asyncio", "threads"], default="asyncio")
     args = parser.parse_args()
-    serve(args.kind, args.latency)
+    (serve_asyncio if args.server == "asyncio" else serve)(args.kind, args.latency)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_openai import Replay, critical_path, start_server
+from fake_openai import SERVER, Replay, critical_path, open_connections, start_server
 
 from medfuzz.benchmarks import load_items
 from medfuzz.models.openai_compat import OpenAIChatModel
@@ -93,30 +93,37 @@ def calls_of(results) -> int:
 
 
 def measure(url: str, items, config: MedFuzzConfig, concurrency: int,
-            profile: cProfile.Profile | None = None) -> tuple[list, float, float]:
-    """(results, wall seconds, client CPU seconds) of one run at ``concurrency``."""
+            profile: cProfile.Profile | None = None, warm: bool = False) -> tuple[list, float, float]:
+    """(results, wall seconds, client CPU seconds) of one run at ``concurrency``; ``warm``: the models' HTTP
+    connections are opened before the clock starts (``open_connections``)."""
     target, attacker = models(url, concurrency)  # set-up (the SDK loads TLS certificates), not per-call cost
+    clock: dict[str, float] = {}
 
     async def go():
         try:
-            return await attack(target, attacker, items, config)
+            if warm:
+                for model in (target, attacker):
+                    await open_connections(model, concurrency)
+            clock["cpu"], clock["start"] = time.process_time(), time.perf_counter()
+            if profile:
+                profile.enable()
+            results = await attack(target, attacker, items, config)
+            if profile:
+                profile.disable()
+            clock["wall"], clock["cpu"] = time.perf_counter() - clock["start"], time.process_time() - clock["cpu"]
+            return results
         finally:
             await close(target, attacker)
 
-    cpu, started = time.process_time(), time.perf_counter()
-    if profile:
-        profile.enable()
     results = asyncio.run(go())
-    if profile:
-        profile.disable()
-    return results, time.perf_counter() - started, time.process_time() - cpu
+    return results, clock["wall"], clock["cpu"]
 
 
-def critical(items, config: MedFuzzConfig) -> Replay:
+def critical(items, config: MedFuzzConfig, limit: int | None = None) -> Replay:
     def run(make: Callable[[str], ChatModel]):
         return attack(make("target"), make("attacker"), items, config)
 
-    return critical_path("medfuzz", run)
+    return critical_path("medfuzz", run, limit=limit)
 
 
 def measure_virtual(items, config: MedFuzzConfig):
@@ -150,20 +157,34 @@ def scheduling_table(url: str, title: str, items, config: MedFuzzConfig, latency
     if not config.controls:  # every call of a replicate waits for the one before: its calls are the chain
         results, _, _ = measure_virtual(items, config)
         print(f"  independent check: longest replicate has {longest_replicate(results)} calls")
-    print(f"{'conc':>4} {'run':>3} {'calls':>6} {'wall s':>7} {'naive s':>7} {'crit s':>7} {'crit/wall':>9} "
-          f"{'bound/wall':>10} {'cpu ms/call':>11}  outcomes")
+    print(HEADER)
     for concurrency in CONCURRENCY:
+        at_limit = critical(items, config, concurrency).chain  # this schedule at this limit, free CPU
         for run in range(1, repeat + 1):
             profile = cProfile.Profile() if profile_at == concurrency and run == 1 else None
-            results, wall, cpu = measure(url, items, config, concurrency, profile)
-            calls = calls_of(results)
-            naive, crit = calls * latency / concurrency, chain * latency
-            print(f"{concurrency:>4} {run:>3} {calls:>6} {wall:>7.2f} {naive:>7.2f} {crit:>7.2f} {crit / wall:>9.2f} "
-                  f"{max(naive, crit) / wall:>10.2f} {cpu / calls * 1000:>11.2f}  {outcomes(results)}")
+            cold = measure(url, items, config, concurrency)
+            results, wall, cpu = measure(url, items, config, concurrency, profile, warm=True)
+            print(row(concurrency, run, calls_of(results), latency, chain, at_limit, cold[1], wall, cpu,
+                      outcomes(results)))
             if profile:
                 out = io.StringIO()
                 pstats.Stats(profile, stream=out).sort_stats(SORT).print_stats(25)
                 print(out.getvalue())
+
+
+HEADER = (f"{'conc':>4} {'run':>3} {'calls':>6} {'naive s':>7} {'crit s':>7} {'limit s':>7} | {'cold wall':>9} "
+          f"{'crit/wall':>9} | {'warm wall':>9} {'crit/wall':>9} {'limit/wall':>10} {'cpu ms/call':>11}  outcomes")
+
+
+def row(concurrency: int, run: int, calls: int, latency: float, chain: int, at_limit: int, cold: float,
+        warm: float, cpu: float, outcome: str) -> str:
+    """One line of the P1 table. naive = calls x latency / limit; crit = critical path (unlimited calls in
+    flight); limit = the same FIFO schedule at this limit with free CPU (the best this schedule can do here);
+    cold = connections opened during the run, warm = before it; cpu = the client's CPU per call (warm run)."""
+    naive, crit, lim = calls * latency / concurrency, chain * latency, at_limit * latency
+    return (f"{concurrency:>4} {run:>3} {calls:>6} {naive:>7.2f} {crit:>7.2f} {lim:>7.2f} | {cold:>9.2f} "
+            f"{crit / cold:>9.2f} | {warm:>9.2f} {crit / warm:>9.2f} {lim / warm:>10.2f} {cpu / calls * 1000:>11.2f}  "
+            f"{outcome}")
 
 
 def main() -> None:
@@ -180,14 +201,19 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,16,64", help="comma-separated limits on calls in flight")
     parser.add_argument("--transport", choices=["httpx", "aiohttp"], default="httpx",
                         help="the openai SDK's HTTP transport (aiohttp: openai.DefaultAioHttpClient())")
+    parser.add_argument("--server", choices=["asyncio", "threads"], default="asyncio",
+                        help="the fake server: one asyncio loop (aiohttp.web) or a thread per connection "
+                             "(ThreadingHTTPServer, the first P1 tables)")
     args = parser.parse_args()
     TRANSPORT["transport"] = args.transport
+    SERVER["server"] = args.server
     CONCURRENCY[:] = [int(c) for c in args.concurrency.split(",")]
 
     items = load_items("medqa", "demo", limit=args.items)
     server, url = start_server("medfuzz", args.latency)
     try:
-        print(f"fake server: own process, {args.latency * 1000:.0f} ms per call; limit on calls in flight: "
+        print(f"fake server ({args.server}): own process, {args.latency * 1000:.0f} ms per call; "
+              "limit on calls in flight: "
               f"{'the adapter (max_connections per endpoint)' if ADAPTER_LIMIT else 'a semaphore in front'}; "
               f"SDK transport {args.transport}")
         config = MedFuzzConfig(turns=args.turns, replicates=args.replicates, exemplars=0, controls=0)

@@ -31,8 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_openai import critical_path, start_server
-from medfuzz_latency import CONCURRENCY, TRANSPORT, Limited, close, http_client
+from fake_openai import SERVER, critical_path, open_connections, start_server
+from medfuzz_latency import CONCURRENCY, HEADER, TRANSPORT, Limited, close, http_client, row
 
 from medfuzz.benchmarks import MCQItem, load_items
 from medfuzz.models.openai_compat import OpenAIChatModel
@@ -72,11 +72,24 @@ async def attack(target: ChatModel, work: list[tuple[MCQItem, TCESConfig]], shar
     return await asyncio.gather(*(attack_item(item, target, shared, config) for item, config in work))
 
 
-async def run_and_close(target: ChatModel, work, shared: TCESResources):
+async def run_and_close(target: ChatModel, work, shared: TCESResources, warm: bool, clock: dict[str, float]):
+    """The run, timed inside the loop; ``warm``: the model's connections are opened before the clock starts."""
     try:
-        return await attack(target, work, shared)
+        if warm:
+            await open_connections(target, min(len(work), getattr(target, "max_connections", len(work))))
+        clock["cpu"], clock["start"] = time.process_time(), time.perf_counter()
+        results = await attack(target, work, shared)
+        clock["wall"], clock["cpu"] = time.perf_counter() - clock["start"], time.process_time() - clock["cpu"]
+        return results
     finally:
         await close(target)
+
+
+def measure(url: str, work, shared: TCESResources, concurrency: int, warm: bool) -> tuple[list, float, float]:
+    target = model(url, concurrency)  # set-up, not per-call cost
+    clock: dict[str, float] = {}
+    results = asyncio.run(run_and_close(target, work, shared, warm, clock))
+    return results, clock["wall"], clock["cpu"]
 
 
 def calls_of(results) -> int:
@@ -90,22 +103,17 @@ def table(url: str, title: str, work, shared: TCESResources, latency: float, rep
     virtual = critical_path("tces", replay)
     print(f"\n{title}: critical path {virtual.chain} calls ({virtual.calls} calls; engine alone "
           f"{virtual.engine_cpu / virtual.calls * 1000:.2f} ms CPU per call on the virtual clock)")
-    print(f"{'conc':>4} {'run':>3} {'calls':>6} {'wall s':>7} {'naive s':>7} {'crit s':>7} {'crit/wall':>9} "
-          f"{'bound/wall':>10} {'cpu ms/call':>11}  outcomes")
+    print(HEADER)
     for concurrency in CONCURRENCY:
+        at_limit = critical_path("tces", replay, limit=concurrency).chain  # this schedule at this limit, free CPU
         for run in range(1, repeat + 1):
-            target = model(url, concurrency)  # set-up, not per-call cost
-            cpu, started = time.process_time(), time.perf_counter()
-            results = asyncio.run(run_and_close(target, work, shared))
-            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-            calls = calls_of(results)
-            naive, crit = calls * latency / concurrency, virtual.chain * latency
+            cold = measure(url, work, shared, concurrency, warm=False)
+            results, wall, cpu = measure(url, work, shared, concurrency, warm=True)
             counts: dict[str, int] = {}
             for r in results:
                 counts[r.outcome.value] = counts.get(r.outcome.value, 0) + 1
-            print(f"{concurrency:>4} {run:>3} {calls:>6} {wall:>7.2f} {naive:>7.2f} {crit:>7.2f} {crit / wall:>9.2f} "
-                  f"{max(naive, crit) / wall:>10.2f} {cpu / calls * 1000:>11.2f}  "
-                  + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+            print(row(concurrency, run, calls_of(results), latency, virtual.chain, at_limit, cold[1], wall, cpu,
+                      ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))))
 
 
 def main() -> None:
@@ -117,15 +125,20 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,16,64", help="comma-separated limits on calls in flight")
     parser.add_argument("--transport", choices=["httpx", "aiohttp"], default="httpx",
                         help="the openai SDK's HTTP transport (aiohttp: openai.DefaultAioHttpClient())")
+    parser.add_argument("--server", choices=["asyncio", "threads"], default="asyncio",
+                        help="the fake server: one asyncio loop (aiohttp.web) or a thread per connection "
+                             "(ThreadingHTTPServer, the first P1 tables)")
     args = parser.parse_args()
     TRANSPORT["transport"] = args.transport
+    SERVER["server"] = args.server
     CONCURRENCY[:] = [int(c) for c in args.concurrency.split(",")]
 
     shared = resources()
     items = [i for i in load_items("medqa", "demo") if type_options(clean_item(i), shared.matcher).distractors]
     server, url = start_server("tces", args.latency)
     try:
-        print(f"fake server: own process, {args.latency * 1000:.0f} ms per call; limit on calls in flight: "
+        print(f"fake server ({args.server}): own process, {args.latency * 1000:.0f} ms per call; "
+              "limit on calls in flight: "
               f"{'the adapter (max_connections per endpoint)' if ADAPTER_LIMIT else 'a semaphore in front'}; "
               f"SDK transport {args.transport}")
         for sampler, extra in (("pdws", {}), ("zoo", {"zoo_m": 3})):
