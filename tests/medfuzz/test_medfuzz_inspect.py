@@ -125,7 +125,7 @@ def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
 
 
 def test_report_from_the_log(medqa_file, tmp_path):
-    from medfuzz.report.medfuzz import highlight, render
+    from medfuzz.report.medfuzz import chance_level, highlight, render
 
     ACTORS["target"] = Target(weak_spots=("clue2", "clue1"), probabilities=probability_table)
     ACTORS["attacker"] = Attacker()
@@ -156,5 +156,9 @@ def test_report_from_the_log(medqa_file, tmp_path):
     curve = list(csv.DictReader(written[2].open()))
     assert [float(r["accuracy"]) for r in curve] == [1.0, 0.0, 0.0]
     assert written[3].stat().st_size > 1000
+    # the plot's chance line: a uniform guess over the items' 4 options; a 5-option item moves the mean
+    assert chance_level(log) == 0.25
+    log.samples[0].scores["medfuzz_scorer"].metadata["item"]["options"]["E"] = "Vancomycin"
+    assert chance_level(log) == (1 / 5 + 1 / 4) / 2
     assert render([other], tmp_path / "nothing") == [] and not (tmp_path / "nothing").exists()
     assert highlight("a b c", "a x b c") == "a <mark>x</mark> b c"

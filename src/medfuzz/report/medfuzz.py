@@ -90,6 +90,14 @@ def summary_of(log: Any, values: list[dict[str, Any]], rows: list[dict[str, Any]
             "significant_bh": sum(r["p_bh"] is not None and r["p_bh"] < ALPHA for r in rows)}
 
 
+def chance_level(log: Any) -> float | None:
+    """Accuracy of a uniform guess on the log's items: the mean of 1 / number of options (None without items)."""
+    shares = [1.0 / len(options) for sample in log.samples or []
+              for score in [(sample.scores or {}).get("medfuzz_scorer")] if score is not None
+              for options in [((score.metadata or {}).get("item") or {}).get("options")] if options]
+    return sum(shares) / len(shares) if shares else None
+
+
 def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float], str, dict[str, Any] | None]:
     """Successful attacks of one log, its accuracy-after-k curve, its model name and its summary row."""
     rows, values, self_attack = [], [], set()
@@ -173,7 +181,7 @@ def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
         "answer. Highlighted: text the attacker added.</p>" + body, encoding="utf-8")
 
 
-def _plot(curves: list[tuple[str, list[float]]], sizes: list[int], path: Path) -> None:
+def _plot(curves: list[tuple[str, list[float]]], sizes: list[int], path: Path, chance: float | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -190,6 +198,8 @@ def _plot(curves: list[tuple[str, list[float]]], sizes: list[int], path: Path) -
             # so read it as a lower bound on the uncertainty)
             low, high = proportion_confint([round(a * n) for a in curve], n, alpha=0.05, method="wilson")
             ax.fill_between(ks, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+    if chance is not None:  # a model that guesses uniformly: where an attacked accuracy bottoms out by chance
+        ax.axhline(chance, linestyle=":", color="red", label=f"chance level (uniform guess, {chance:.2f})")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("MedFuzz attack attempts (k)")
     ax.set_ylabel("accuracy after k attempts (95% Wilson band)")
@@ -207,12 +217,15 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
     curves: list[tuple[str, list[float]]] = []
     sizes: list[int] = []
     summaries: list[dict[str, Any]] = []
+    chances: list[float] = []
     for path in log_paths:
         log = _read(Path(path))
         if log is None:
             continue
         found, (curve, n), model, summary = attacks_of(log, Path(path))
         rows += found
+        if curve and (chance := chance_level(log)) is not None:
+            chances.append(chance)
         if summary is not None:
             summaries.append(summary)
         if curve:
@@ -249,7 +262,8 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
             writer.writerows([safe_cell(label), k, _fmt(value)] for k, value in enumerate(curve))
     written.append(curve_csv)
     plot = out_dir / "medfuzz_accuracy_vs_attempts.png"
-    _plot(curves, sizes, plot)
+    # one line when the runs share it (the usual case: 4-option MedQA); none when they differ
+    _plot(curves, sizes, plot, chances[0] if chances and max(chances) - min(chances) < 1e-9 else None)
     written.append(plot)
     from medfuzz.report.review import write_sheet
 
