@@ -52,8 +52,18 @@ def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
 
 
 def describe(err: BaseException, secrets: tuple[str | None, ...] = ()) -> str:
-    """``"ExceptionName: message"``, secrets redacted, capped at ``MAX_ERROR_CHARS``."""
-    return redact(f"{type(err).__name__}: {err}", secrets)[:MAX_ERROR_CHARS]
+    """``"ExceptionName: message"``, plus ``" (caused by Root: message)"`` when the chain of causes ends in an
+    exception of another type (the SDK reports "Connection error." or, through its aiohttp transport, even
+    "Request timed out." for a refused connection; the root says what happened); secrets redacted, capped at
+    ``MAX_ERROR_CHARS``."""
+    text = f"{type(err).__name__}: {err}"
+    root, seen = err, {id(err)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        root = nxt
+        seen.add(id(root))
+    if root is not err and type(root) is not type(err):
+        text += f" (caused by {type(root).__name__}: {root})"
+    return redact(text, secrets)[:MAX_ERROR_CHARS]
 
 
 def config_failure(err: BaseException, secrets: tuple[str | None, ...] = ()) -> ModelConfigError | None:
