@@ -244,3 +244,22 @@ def test_cli_reads_negative_grids(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sweep", "tces", "--model", "m", "--log-dir", "d", "--n-grid", "-2.5", "--zoo-m", "",
                  "--entity", "drugs", "--limit", "3", "--print-commands"]) == 0
     assert capsys.readouterr().out.strip().endswith("-T limit=3 -T sampler=pdws -T n=-2.5")
+
+
+def test_reruns_started_in_the_same_second_are_ordered_by_finish_then_write_time() -> None:
+    from medfuzz.report.sweep import sweep_points
+    from medfuzz.report.tces import TCESRun
+
+    def run(name: str, completed: str, written_ns: int) -> TCESRun:
+        return TCESRun(path=Path(name), task="medfuzz/tces", benchmark="medqa", entity="drugs", sampler="pdws",
+                       n=20.0, budget=3, zoo_m=0, embedding="e", model="m", records=[],
+                       created="2026-11-25T09:53:38+00:00", completed=completed, written_ns=written_ns, sweep="unit")
+
+    # Inspect's times have one-second resolution; the random file names must not decide which run is the latest
+    same_second = "2026-11-25T09:53:38+00:00"
+    first, rerun = run("z_first.eval", same_second, 1), run("a_rerun.eval", same_second, 2)
+    [point] = sweep_points([rerun, first])
+    assert point.run is rerun and point.left_out == [first]
+    later = run("a_later.eval", "2026-11-25T09:53:39+00:00", 0)  # finished later: later, whatever its file time
+    [point] = sweep_points([later, first])
+    assert point.run is later

@@ -11,7 +11,8 @@
 - ``tces_sweep.md`` / ``tces_sweep.csv``: the numbers behind every point, and which duplicate runs were left out.
 
 Several runs at one grid point (a rerun with another seed, a log copied in twice) are never averaged: the latest
-(by Inspect's start time) is drawn and the others are named in the table's notes.
+(by Inspect's start time, then its finish time, then the log file's write time: Inspect's times have one-second
+resolution) is drawn and the others are named in the table's notes.
 """
 
 from __future__ import annotations
@@ -78,7 +79,9 @@ def sweep_points(runs: Sequence[TCESRun]) -> list[SweepPoint]:
             by_key[_point_key(run)].append(run)
     points = []
     for key, same in sorted(by_key.items(), key=lambda pair: (*map(str, pair[0][:-1]), pair[0][-1])):
-        ordered = sorted(same, key=lambda r: (r.created, r.path.name))
+        # Inspect's times have one-second resolution: two short runs can start in the same second, so the
+        # finish time and then the log file's write time decide before the (random) file name does
+        ordered = sorted(same, key=lambda r: (r.created, r.completed, r.written_ns, r.path.name))
         study, sweep, benchmark, model, budget, entity, x = key
         points.append(SweepPoint(study=study, sweep=str(sweep), benchmark=benchmark, model=model, budget=budget,
                                  entity=entity, x=x, run=ordered[-1], left_out=ordered[:-1]))

@@ -39,7 +39,9 @@ class TCESRun:
     embedding: str
     model: str
     records: list[dict[str, Any]]
-    created: str = ""  # when Inspect started the run (ISO time; orders reruns)
+    created: str = ""  # when Inspect started the run (ISO time to the second; orders reruns)
+    completed: str = ""  # when it finished (ISO time to the second; breaks ties of ``created``)
+    written_ns: int = 0  # the log file's modification time (ns; breaks ties of both within one second)
     sweep: str | None = None  # the ``medfuzz sweep`` this run belongs to (``medfuzz.report.sweep`` draws those)
 
     @property
@@ -73,7 +75,8 @@ def read_tces_log(path: Path) -> TCESRun | None:
                    n=float(metadata.get("n", 0.0)), budget=int(metadata.get("budget", 1)),
                    zoo_m=int(metadata.get("zoo_m", 0)), embedding=str(metadata.get("embedding", "?")),
                    model=str(log.eval.model), records=records, created=str(log.eval.created or ""),
-                   sweep=metadata.get("medfuzz_sweep"))
+                   completed=str(getattr(log.stats, "completed_at", "") or ""),
+                   written_ns=Path(path).stat().st_mtime_ns, sweep=metadata.get("medfuzz_sweep"))
 
 
 def _slug(*parts: object) -> str:
