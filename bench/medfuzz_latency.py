@@ -56,23 +56,27 @@ class Limited:
 
 
 CONCURRENCY = [1, 16, 64]
-TRANSPORT = {"transport": "aiohttp"}  # --transport httpx: the SDK's default httpx transport
+TRANSPORT = {"transport": "httpx"}  # --transport aiohttp: the SDK's aiohttp transport (openai.DefaultAioHttpClient)
+
+
+def http_client():
+    import openai
+
+    return openai.DefaultAioHttpClient() if TRANSPORT["transport"] == "aiohttp" else None
 
 
 async def close(*models: ChatModel) -> None:
-    """Close the SDK clients inside the run's loop (else they are closed at the loop's shutdown)."""
+    """Close the SDK clients inside the run's loop (else they are closed at garbage collection, on a dead loop)."""
     for model in models:
-        adapter = getattr(model, "model", model)
-        await (adapter.aclose() if hasattr(adapter, "aclose") else adapter._client.close())  # older adapters
+        await getattr(model, "model", model)._client.close()
 
 
 def models(url: str, concurrency: int) -> tuple[ChatModel, ChatModel]:
     import httpx
 
     if ADAPTER_LIMIT:  # one semaphore for the endpoint, shared by both models
-        return (OpenAIChatModel("target", url, "k", max_connections=concurrency, transport=TRANSPORT["transport"]),
-                OpenAIChatModel("attacker", url, "k", max_connections=concurrency,
-                                transport=TRANSPORT["transport"]))
+        return (OpenAIChatModel("target", url, "k", max_connections=concurrency, http_client=http_client()),
+                OpenAIChatModel("attacker", url, "k", max_connections=concurrency, http_client=http_client()))
     gate = asyncio.Semaphore(concurrency)
     client = httpx.AsyncClient(limits=httpx.Limits(max_connections=concurrency * 2), timeout=60)
     return (Limited(OpenAIChatModel("target", url, "k", http_client=client), gate),
@@ -195,8 +199,8 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=None, metavar="CONCURRENCY")
     parser.add_argument("--skip-pvalue", action="store_true", help="only the scheduling tables")
     parser.add_argument("--concurrency", default="1,16,64", help="comma-separated limits on calls in flight")
-    parser.add_argument("--transport", choices=["httpx", "aiohttp"], default="aiohttp",
-                        help="the adapter's SDK transport (aiohttp: openai.DefaultAioHttpClient(), the default)")
+    parser.add_argument("--transport", choices=["httpx", "aiohttp"], default="httpx",
+                        help="the openai SDK's HTTP transport (aiohttp: openai.DefaultAioHttpClient())")
     parser.add_argument("--server", choices=["asyncio", "threads"], default="asyncio",
                         help="the fake server: one asyncio loop (aiohttp.web) or a thread per connection "
                              "(ThreadingHTTPServer, the first P1 tables)")

@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_openai import SERVER, critical_path, open_connections, start_server
-from medfuzz_latency import CONCURRENCY, HEADER, TRANSPORT, Limited, close, row
+from medfuzz_latency import CONCURRENCY, HEADER, TRANSPORT, Limited, close, http_client, row
 
 from medfuzz.benchmarks import MCQItem, load_items
 from medfuzz.models.openai_compat import OpenAIChatModel
@@ -64,7 +64,7 @@ def resources() -> TCESResources:
 
 def model(url: str, concurrency: int) -> ChatModel:
     if ADAPTER_LIMIT:
-        return OpenAIChatModel("target", url, "k", max_connections=concurrency, transport=TRANSPORT["transport"])
+        return OpenAIChatModel("target", url, "k", max_connections=concurrency, http_client=http_client())
     return Limited(OpenAIChatModel("target", url, "k"), asyncio.Semaphore(concurrency))
 
 
@@ -123,8 +123,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--concurrency", default="1,16,64", help="comma-separated limits on calls in flight")
-    parser.add_argument("--transport", choices=["httpx", "aiohttp"], default="aiohttp",
-                        help="the adapter's SDK transport (aiohttp: openai.DefaultAioHttpClient(), the default)")
+    parser.add_argument("--transport", choices=["httpx", "aiohttp"], default="httpx",
+                        help="the openai SDK's HTTP transport (aiohttp: openai.DefaultAioHttpClient())")
     parser.add_argument("--server", choices=["asyncio", "threads"], default="asyncio",
                         help="the fake server: one asyncio loop (aiohttp.web) or a thread per connection "
                              "(ThreadingHTTPServer, the first P1 tables)")

@@ -107,47 +107,32 @@ async def test_huge_replies_are_capped() -> None:
     assert out.ok and out.text.startswith("B ") and len(out.text) == MAX_REPLY_CHARS
 
 
-def test_the_default_transport_opens_one_client_per_event_loop_and_closes_it_with_the_loop() -> None:
-    import asyncio
-
-    from tests.faults.server import FaultServer
-
-    with FaultServer() as server:
-        model = OpenAIChatModel("m", base_url=server.base_url, api_key="k", max_retries=0)
-        assert model.transport == "aiohttp"
-        clients = []
-
-        async def ask() -> Generation:
-            clients.append(await model._client())
-            return await model.generate(MESSAGES, max_tokens=4)
-
-        # two runs, two loops: an aiohttp session cannot move between loops, so each loop gets its own client,
-        # and asyncio.run closes it when it finalises the loop's async generators
-        first, second = asyncio.run(ask()), asyncio.run(ask())
-        assert first.ok and second.ok, (first.error, second.error)
-        assert clients[0] is not clients[1] and clients[0].is_closed() and clients[1].is_closed()
-
-        async def ask_and_close() -> bool:
-            await model.generate(MESSAGES, max_tokens=4)
-            client = await model._client()
-            assert client is await model._client()  # one client per loop, not per call
-            await model.aclose()
-            return client.is_closed()
-
-        assert asyncio.run(ask_and_close())
-    with pytest.raises(ValueError, match="transport must be one of"):
-        OpenAIChatModel("m", transport="requests")
-
-
 async def test_a_refused_connection_is_named_by_its_root_cause() -> None:
-    # the SDK's aiohttp transport reports a refused connection as "Request timed out."; the cause says what
-    # happened, whichever transport
-    for transport in ("aiohttp", "httpx"):
+    # the SDK says "Connection error." (through its aiohttp transport even "Request timed out."); the root
+    # cause at the end of the exception chain says what happened
+    for http_client in (None, "aiohttp"):
+        import openai
+
+        client = openai.DefaultAioHttpClient() if http_client else None
         model = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", api_key=SECRET, max_retries=0,
-                                transport=transport)
+                                http_client=client)
         out = await model.generate(MESSAGES)
-        assert not out.ok and "caused by ConnectionRefusedError" in out.error, (transport, out.error)
-        await model.aclose()
+        assert not out.ok and "(caused by ConnectionRefusedError: " in out.error, (http_client, out.error)
+        await model._client.close()
+
+
+def test_describe_names_the_root_cause_once_and_only_when_it_differs() -> None:
+    from medfuzz.models.failures import describe
+
+    try:
+        try:
+            raise ConnectionResetError("peer reset")
+        except ConnectionResetError as inner:
+            raise RuntimeError(f"wrapped, key {SECRET}") from inner
+    except RuntimeError as outer:
+        text = describe(outer, (SECRET,))
+    assert text == "RuntimeError: wrapped, key [redacted] (caused by ConnectionResetError: peer reset)"
+    assert describe(ValueError("plain")) == "ValueError: plain"
 
 
 # ------------------------------------------------------------------------- Inspect guard around generate()

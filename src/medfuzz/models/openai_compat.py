@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from medfuzz.models.failures import cap_reply, config_failure, describe
@@ -51,19 +51,8 @@ def endpoint_gate(endpoint: str, limit: int) -> asyncio.Semaphore:
     return gate
 
 
-TRANSPORTS = ("aiohttp", "httpx")
-
-
 class OpenAIChatModel:
-    """Chat completions against ``base_url`` (e.g. ``http://127.0.0.1:8080/v1``).
-
-    ``transport``: the SDK's HTTP transport when no ``http_client`` is given. ``aiohttp`` (default) is the SDK's
-    own ``DefaultAioHttpClient``: about half the client CPU per call of its default httpx transport, whose
-    connection pool re-scans every connection on every request (docs/performance.md, P1). An aiohttp session
-    belongs to the event loop it was opened in, so the model keeps one SDK client per running loop and closes it
-    when that loop shuts down (``asyncio.run`` finalises async generators before closing its loop); ``aclose()``
-    closes the current loop's client at once. A given ``http_client`` is used as is, in every loop.
-    """
+    """Chat completions against ``base_url`` (e.g. ``http://127.0.0.1:8080/v1``)."""
 
     def __init__(
         self,
@@ -78,53 +67,29 @@ class OpenAIChatModel:
         letter_position: str = "first",
         extra_body: dict[str, Any] | None = None,
         http_client: Any = None,
-        transport: str = "aiohttp",
     ) -> None:
         import httpx
+        from openai import AsyncOpenAI
 
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {max_connections}")
-        if transport not in TRANSPORTS:
-            raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
         self.name = model
         self.endpoint = base_url or "openai"
         self.max_connections = max_connections
         self.logprobs = logprobs
         self.letter_position = letter_position
         self.extra_body = extra_body or {}
-        self.transport = transport if http_client is None else "given"
         self.identity = f"{self.endpoint}|{model}"  # what the call cache keys on (never the key)
         key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
         self._secrets = (key,)
-        self._settings = {"base_url": base_url, "api_key": key, "timeout": timeout, "max_retries": max_retries}
-        self._given = self._new_client(http_client) if http_client is not None else None
-        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, Any]] = \
-            weakref.WeakKeyDictionary()
+        self._client = AsyncOpenAI(
+            base_url=base_url,
+            api_key=key,
+            timeout=timeout,
+            max_retries=max_retries,
+            http_client=http_client,
+        )
         self._raw = httpx.Response  # ``post(cast_to=self._raw)``: the SDK hands back the body unparsed
-
-    def _new_client(self, http_client: Any) -> Any:
-        from openai import AsyncOpenAI
-
-        return AsyncOpenAI(**self._settings, http_client=http_client)
-
-    async def _client(self) -> Any:
-        """The SDK client for the running loop (the given one, or this loop's own, opened on first use)."""
-        if self._given is not None:
-            return self._given
-        loop = asyncio.get_running_loop()
-        entry = self._per_loop.get(loop)
-        if entry is None:
-            client = self._new_client(_aiohttp_client() if self.transport == "aiohttp" else None)
-            closer = _close_at_loop_shutdown(client)
-            await closer.__anext__()  # started in this loop: asyncio.run's shutdown_asyncgens() finishes it
-            entry = self._per_loop[loop] = (client, closer)
-        return entry[0]
-
-    async def aclose(self) -> None:
-        """Close the running loop's client now (the given ``http_client`` is its owner's to close)."""
-        entry = self._per_loop.pop(asyncio.get_running_loop(), None)
-        if entry is not None:
-            await entry[1].aclose()
 
     async def generate(
         self,
@@ -152,8 +117,7 @@ class OpenAIChatModel:
             request.update(self.extra_body)  # what the SDK's ``extra_body`` does: merged into the JSON body
         try:
             async with endpoint_gate(self.endpoint, self.max_connections):
-                client = await self._client()
-                response = await client.post("/chat/completions", body=request, cast_to=self._raw)
+                response = await self._client.post("/chat/completions", body=request, cast_to=self._raw)
             data = response.json()
         except Exception as err:  # network, HTTP, timeout, bad body: recorded; only a misconfiguration is fatal
             fatal = config_failure(err, self._secrets)
@@ -180,25 +144,6 @@ class OpenAIChatModel:
         if refusal and not text:
             return Generation(text="", error=f"refusal: {cap_reply(refusal)[:500]}", usage=usage, model=self.name)
         return Generation(text=text, letter_logprobs=letter_logprobs, usage=usage, model=self.name)
-
-
-def _aiohttp_client() -> Any:
-    """The SDK's aiohttp transport, or None (its httpx default) for an SDK without it or without aiohttp."""
-    import openai
-
-    try:
-        return openai.DefaultAioHttpClient()
-    except (AttributeError, RuntimeError):  # RuntimeError: the SDK's stand-in when aiohttp is not installed
-        return None
-
-
-async def _close_at_loop_shutdown(client: Any) -> AsyncIterator[None]:
-    """Suspended until its loop finalises async generators (``asyncio.run`` does before closing the loop) or
-    ``aclose()``: then closes ``client`` inside that loop, where its aiohttp session lives."""
-    try:
-        yield
-    finally:
-        await client.close()
 
 
 def _positions(logprobs: Any) -> list[TokenLogprob] | None:
