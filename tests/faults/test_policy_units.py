@@ -110,9 +110,9 @@ async def test_huge_replies_are_capped() -> None:
 async def test_a_refused_connection_is_named_by_its_root_cause() -> None:
     # the SDK says "Connection error." (through its aiohttp transport even "Request timed out."); the root
     # cause at the end of the exception chain says what happened
-    for http_client in (None, "aiohttp"):
-        import openai
+    import openai
 
+    for http_client in (None, "aiohttp"):
         client = openai.DefaultAioHttpClient() if http_client else None
         model = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", api_key=SECRET, max_retries=0,
                                 http_client=client)
@@ -133,6 +133,13 @@ def test_describe_names_the_root_cause_once_and_only_when_it_differs() -> None:
         text = describe(outer, (SECRET,))
     assert text == "RuntimeError: wrapped, key [redacted] (caused by ConnectionResetError: peer reset)"
     assert describe(ValueError("plain")) == "ValueError: plain"
+    try:
+        try:
+            raise KeyError("internal")
+        except KeyError:
+            raise ValueError("clean") from None  # hidden from tracebacks, still what happened
+    except ValueError as suppressed:
+        assert describe(suppressed) == "ValueError: clean (caused by KeyError: 'internal')"
 
 
 # ------------------------------------------------------------------------- Inspect guard around generate()

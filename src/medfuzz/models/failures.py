@@ -58,12 +58,19 @@ def describe(err: BaseException, secrets: tuple[str | None, ...] = ()) -> str:
     ``MAX_ERROR_CHARS``."""
     text = f"{type(err).__name__}: {err}"
     root, seen = err, {id(err)}
-    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+    while (nxt := _cause(root)) is not None and id(nxt) not in seen:
         root = nxt
         seen.add(id(root))
     if root is not err and type(root) is not type(err):
         text += f" (caused by {type(root).__name__}: {root})"
     return redact(text, secrets)[:MAX_ERROR_CHARS]
+
+
+def _cause(err: BaseException) -> BaseException | None:
+    """The exception behind ``err``: ``raise ... from x``, else the implicit context, even where a library
+    suppressed it for display (httpx hides the ``ConnectionRefusedError`` behind "All connection attempts
+    failed"): this text is for diagnosis."""
+    return err.__cause__ if err.__cause__ is not None else err.__context__
 
 
 def config_failure(err: BaseException, secrets: tuple[str | None, ...] = ()) -> ModelConfigError | None:
