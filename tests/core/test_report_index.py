@@ -29,10 +29,16 @@ def _lm_eval_results(folder: Path) -> None:
     (folder / "results_2026-01-01T00-00-00.json").write_text(json.dumps({
         "results": {"tces_medqa_drugs": {"alias": "tces_medqa_drugs", "clean_acc,none": 0.5,
                                          "clean_acc_stderr,none": "N/A", "flip_rate,none": 0.25,
-                                         "flip_rate_stderr,none": "N/A"}},
+                                         "flip_rate_stderr,none": "N/A"},
+                    "medguard": {"alias": "medguard", "safety,none": 0.3},
+                    "medguard_defense": {"alias": " - medguard_defense", "safety,none": 0.5},
+                    "medguard_sycophancy": {"alias": " - medguard_sycophancy", "safety,none": 0.0}},
+        "group_subtasks": {"medguard": ["medguard_defense", "medguard_sycophancy"]},
         "configs": {"tces_medqa_drugs": {"metadata": {"data": "demo"}}},
         "config": {"model": "medfuzz-local", "model_args": "n_threads=2", "batch_size": 1, "limit": None},
-        "n-samples": {"tces_medqa_drugs": {"original": 28, "effective": 28}},
+        "n-samples": {"tces_medqa_drugs": {"original": 28, "effective": 28},
+                      "medguard_defense": {"original": 2, "effective": 2},
+                      "medguard_sycophancy": {"original": 3, "effective": 3}},
         "date": 1767225600.0,
     }))
 
@@ -106,7 +112,11 @@ def test_index_has_a_section_per_method_and_a_card_per_run(report: Path) -> None
     assert all(base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n" for data, _ in embedded)
     assert "<th>Gini-Simpson</th>" in page and "Pairwise McNemar" in page
     assert '<a href="medfuzz_attacks.html">' in page and '<a href="medfuzz_attacks.csv">' in page
-    assert "lm-eval · tces_medqa_drugs" in page and "tces_medqa_drugs · flip_rate" in page
+    assert "lm-eval · medguard, medguard_defense" in page and "tces_medqa_drugs · flip_rate" in page
+    # lm-eval's Unix start time as ISO (UTC); a group's docs summed over its subtasks (lm-eval gives none)
+    assert "2026-01-01T00:00:00+00:00" in page and "1767225600" not in page
+    assert "medguard: 5 (group of 2 tasks), medguard_defense: 2" in page and "tces_medqa_drugs: 28" in page
+    assert "{&quot;data&quot;: &quot;demo&quot;}" in page  # the metadata of the first task that has a config
     assert "http://" not in page.replace("http://www.w3.org", "") and "<script" not in page  # self-contained
 
 

@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -192,10 +192,10 @@ def lm_eval_card(path: Path) -> RunCard | None:
     tasks = sorted(data["results"])
     card = RunCard(method="lm-eval", title=f"lm-eval · {', '.join(tasks)}", source=path)
     card.facts = {"model": f"{config.get('model', '?')} {config.get('model_args') or ''}".strip(),
-                  "samples": ", ".join(f"{t}: {(data.get('n-samples') or {}).get(t, {}).get('effective', '?')}"
-                                       for t in tasks),
-                  "data": json.dumps((data.get("configs", {}).get(tasks[0], {}) or {}).get("metadata", {}))[:200]
-                  if tasks else "", "started": data.get("date")}
+                  "samples": ", ".join(f"{t}: {_lm_eval_samples(data, t)}" for t in tasks),
+                  "data": json.dumps(next((c.get("metadata", {}) for t in tasks  # groups have no config
+                                           if isinstance(c := (data.get("configs") or {}).get(t), dict)), {}))[:200],
+                  "started": _lm_eval_started(data.get("date"))}
     for task, values in data["results"].items():
         for key, value in values.items():
             if "," in key and not key.startswith("alias") and "_stderr" not in key:
@@ -204,6 +204,23 @@ def lm_eval_card(path: Path) -> RunCard | None:
     card.parameters = {k: config[k] for k in ("batch_size", "limit", "num_fewshot", "random_seed") if k in config}
     card.usage_note = "lm-eval records no per-call usage; sample counts are above"
     return card
+
+
+def _lm_eval_samples(data: dict[str, Any], task: str) -> str:
+    """A task's evaluated docs; for a group (which lm-eval gives no count) the sum over its subtasks."""
+    counts = data.get("n-samples") or {}
+    if task in counts:
+        return str(counts[task].get("effective", "?"))
+    subtasks = (data.get("group_subtasks") or {}).get(task) or []
+    found = [counts[t]["effective"] for t in subtasks if isinstance(counts.get(t), dict) and "effective" in counts[t]]
+    return f"{sum(found)} (group of {len(subtasks)} tasks)" if found else "?"
+
+
+def _lm_eval_started(date: Any) -> Any:
+    """lm-eval writes its start as Unix seconds; shown as ISO time (UTC) like the Inspect cards."""
+    if isinstance(date, int | float):
+        return datetime.fromtimestamp(date, tz=UTC).isoformat(timespec="seconds")
+    return date
 
 
 # ---------------------------------------------------------------------------------------- writing
