@@ -64,4 +64,5 @@ def test_report_rejects_a_missing_path(tmp_path):
     import pytest
 
     with pytest.raises(FileNotFoundError, match="no such log file or folder"):
-        main(["report", str(tmp_path / "absent")])
+        main(["report", str(tmp_path / "absent"), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()  # a refused command leaves no empty report folder behind

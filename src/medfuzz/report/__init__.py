@@ -29,8 +29,8 @@ def collect_logs(paths: list[Path]) -> list[Path]:
 
 
 def render_all(paths: list[Path], out_dir: Path) -> dict[str, list[Path]]:
+    logs = collect_logs(paths)  # first: a missing input stops the command before it creates any folder
     out_dir.mkdir(parents=True, exist_ok=True)
-    logs = collect_logs(paths)
     written: dict[str, list[Path]] = {}
     for name in RENDERERS:
         try:
