@@ -48,3 +48,12 @@ def test_pair_items_reports_ids_of_one_run():
     paired = pair_items({"a": True, "b": False, "c": True}, {"b": True, "c": True, "d": False})
     assert paired.ids == ["b", "c"] and paired.first == [False, True] and paired.second == [True, True]
     assert paired.only_first == ["a"] and paired.only_second == ["d"]
+
+
+def test_guess_accuracy_is_the_mean_of_one_over_the_option_counts() -> None:
+    from medfuzz.scorers.stats import guess_accuracy
+
+    assert guess_accuracy([4, 4, 4]) == 0.25
+    # two 4-option items and one 5-option item: (1/4 + 1/4 + 1/5) / 3 = 0.2333..., not 1 / mean(4, 4, 5) = 0.2308
+    assert guess_accuracy([4, 4, 5]) == pytest.approx(7 / 30)
+    assert guess_accuracy([]) is None

@@ -25,7 +25,7 @@ from typing import Any
 
 from medfuzz.report._csv import safe_cell
 from medfuzz.scorers.medfuzz import ALPHA, totals
-from medfuzz.scorers.stats import adjust
+from medfuzz.scorers.stats import adjust, guess_accuracy
 from medfuzz.solvers.medfuzz.parsing import word_opcodes
 
 TASKS = ("medfuzz", "medfuzz_medqa", "medfuzz_medmcqa")
@@ -91,11 +91,10 @@ def summary_of(log: Any, values: list[dict[str, Any]], rows: list[dict[str, Any]
 
 
 def chance_level(log: Any) -> float | None:
-    """Accuracy of a uniform guess on the log's items: the mean of 1 / number of options (None without items)."""
-    shares = [1.0 / len(options) for sample in log.samples or []
-              for score in [(sample.scores or {}).get("medfuzz_scorer")] if score is not None
-              for options in [((score.metadata or {}).get("item") or {}).get("options")] if options]
-    return sum(shares) / len(shares) if shares else None
+    """A uniform guess's accuracy on the log's items (``stats.guess_accuracy``; None without items)."""
+    return guess_accuracy(len(options) for sample in log.samples or []
+                          for score in [(sample.scores or {}).get("medfuzz_scorer")] if score is not None
+                          for options in [((score.metadata or {}).get("item") or {}).get("options")] if options)
 
 
 def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float], str, dict[str, Any] | None]:

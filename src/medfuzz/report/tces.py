@@ -92,9 +92,9 @@ def wilson(successes: int, total: int) -> tuple[float, float, float]:
 
 
 def chance_level(records: Sequence[dict[str, Any]]) -> float:
-    """1 / number of options, from the items the records carry (4 when none does)."""
-    sizes = [len(r["modified_item"]["options"]) for r in records if r.get("modified_item")]
-    return 1.0 / (sum(sizes) / len(sizes)) if sizes else 0.25
+    """A uniform guess's accuracy on the items the records carry (0.25, four options, when none does)."""
+    chance = stats.guess_accuracy(len(r["modified_item"]["options"]) for r in records if r.get("modified_item"))
+    return 0.25 if chance is None else chance
 
 
 def _errorbar(ax, xs: Sequence[float], intervals: Sequence[tuple[float, float, float]], **style) -> None:

@@ -257,6 +257,16 @@ def gini_simpson(entities: Iterable[str]) -> float:
     return float(1.0 - np.sum(shares**2))
 
 
+# ------------------------------------------------------------------------------------------ chance level
+
+
+def guess_accuracy(option_counts: Iterable[int]) -> float | None:
+    """Expected accuracy of a uniform random guesser over items with these numbers of options: the mean of
+    ``1 / k`` (not ``1 / mean k``, which is wrong when counts differ); None when there are no items."""
+    shares = [1.0 / k for k in option_counts if k]
+    return sum(shares) / len(shares) if shares else None
+
+
 # --------------------------------------------------------------------------------- proportions, raters
 
 
