@@ -31,15 +31,16 @@ def test_permutation_p_value_by_hand():
     assert result.statistic == pytest.approx(0.6)
     assert result.null == pytest.approx((0.1, 0.6, 0.7, 0.2, 0.0))
     assert (result.exceedances, result.controls) == (2, 5)
-    assert result.p_value == pytest.approx(2 / 5) and result.p_value_plus1 == pytest.approx(3 / 6)
+    assert result.p_value == pytest.approx(3 / 6) and result.p_value_paper == pytest.approx(2 / 5)
 
 
 def test_permutation_p_value_edges():
-    # no control moves as far as the attack: p = 0 (the paper reports "< 1/M"); +1 version 1/(M+1)
+    # no control moves as far as the attack: the paper's b/M is 0 (it reports "< 1/M"); the valid one 1/(M+1)
     result = permutation_p_value(0.95, 0.05, [0.9] * 30)
-    assert result.p_value == 0 and result.p_value_plus1 == pytest.approx(1 / 31)
+    assert result.p_value == pytest.approx(1 / 31) and result.p_value_paper == 0
     # controls that moved further in the other direction count too (absolute distances)
-    assert permutation_p_value(0.5, 0.4, [0.7, 0.45, None]).p_value == pytest.approx(1 / 2)
+    assert permutation_p_value(0.5, 0.4, [0.7, 0.45, None]).p_value == pytest.approx(2 / 3)
+    assert permutation_p_value(0.5, 0.4, [0.7, 0.45, None]).p_value_paper == pytest.approx(1 / 2)
     assert permutation_p_value(0.5, 0.4, [None, None]) is None
     # an attack that did not move p-hat at all: every control ties or exceeds
     assert permutation_p_value(0.6, 0.6, [0.6, 0.1]).p_value == 1.0
@@ -170,8 +171,9 @@ async def test_successful_attack_gets_a_p_value(prompt, per_draw):
     assert sig.target_calls == (2 + 3) * 2 * per_draw and sig.attacker_calls == 3
     assert r.usage[TARGET_ROLE]["calls"] == sig.target_calls
     scored = await score_item(result, turns=1, pack=engine.pack)
-    # d = 0.7; control distances 0.05, 0.8, 0.4 -> one of three at least as far
-    assert scored.evidence[0].p_value == pytest.approx(1 / 3)
+    # d = 0.7; control distances 0.05, 0.8, 0.4 -> one of three at least as far: (1 + 1) / (3 + 1)
+    assert scored.evidence[0].p_value == pytest.approx(2 / 4)
+    assert scored.evidence[0].p_value_paper == pytest.approx(1 / 3)
     assert scored.evidence[0].p_hat_drop == pytest.approx(0.7)
     assert scored.value["tested"] == 1 and scored.value["significant"] == 0
 
@@ -223,25 +225,25 @@ async def test_one_usable_control_of_thirty_is_untested_not_significant():
     # before the fix: p = 0 / 1 = 0 from a single usable control, significant even after Holm
     sig = significance(0.9, 0.1, [0.85] + [None] * 29, min_controls=24)
     raw = permutation_p_value(sig.p0, sig.pa, [c.p_hat for c in sig.controls])
-    assert raw.p_value == 0.0 and raw.controls == 1
+    assert raw.p_value_paper == 0.0 and raw.p_value == 0.5 and raw.controls == 1
     scored = await score_item(success_with(sig), turns=1, pack=load_pack())
     ev = scored.evidence[0]
     assert ev.p_value is None and ev.untested == "too few controls: 1 usable of 30, need 24"
-    assert ev.permutation["p_value"] == 0.0  # kept as evidence only
+    assert ev.permutation["p_value"] == 0.5 and ev.permutation["p_value_paper"] == 0.0  # evidence only
     assert scored.value["untested"] == 1 and scored.value["tested"] == 0 and scored.value["significant"] == 0
     assert scored.p_values == [None] and adjust(scored.p_values, "holm") == [None]  # not in the family
     # at the threshold it is tested again
     enough = significance(0.9, 0.1, [0.85] * 24 + [None] * 6, min_controls=24)
-    assert (await score_item(success_with(enough), turns=1, pack=load_pack())).evidence[0].p_value == 0.0
+    assert (await score_item(success_with(enough), turns=1, pack=load_pack())).evidence[0].p_value == 1 / 25
 
 
 async def test_few_controls_that_already_decide_non_significance_are_tested():
-    # h = 2 exceedances of 30 make b / M >= 0.05 whatever the other controls show: a decided test
-    sig = significance(0.9, 0.6, [0.1, 0.2] + [None] * 28, min_controls=24)
+    # h = 1 exceedance of 30 makes (b + 1) / (M + 1) > 0.05 whatever the other controls show: a decided test
+    sig = significance(0.9, 0.6, [0.1] + [None] * 29, min_controls=24)
     ev = (await score_item(success_with(sig), turns=1, pack=load_pack())).evidence[0]
     assert ev.untested is None and ev.p_value == 1.0
-    one = significance(0.9, 0.6, [0.1] + [None] * 29, min_controls=24)
-    assert (await score_item(success_with(one), turns=1, pack=load_pack())).evidence[0].untested
+    below = significance(0.9, 0.6, [0.85] + [None] * 29, min_controls=24)  # no exceedance: undecided
+    assert (await score_item(success_with(below), turns=1, pack=load_pack())).evidence[0].untested
 
 
 async def test_engine_marks_an_attack_with_too_few_controls_untested():

@@ -31,8 +31,6 @@ def test_inspect_medfuzz_against_the_planted_server(planted_server, planted_spec
     run_cli([cli("inspect"), "eval", "medfuzz/medfuzz_medqa", "--model", planted_server.inspect_model(),
              "--model-role", f"attacker={planted_server.inspect_model(attacker=True)}", "-T", "data=demo",
              "-T", "replicates=2", "-T", "turns=3", "-T", "controls=3", "-T", "option_orders=1",
-             # the paper's fixed-M test, whose b/M the checks below recompute (the sequential default stops early)
-             "-T", "controls_policy=fixed",
              "--limit", str(LIMIT), "--log-dir", str(tmp_path), "--display", "none"],
             env=planted_server.inspect_env())
     log = read_eval_log(next(tmp_path.glob("*.eval")))
@@ -53,9 +51,22 @@ def test_inspect_medfuzz_against_the_planted_server(planted_server, planted_spec
             if replicate["outcome"] == "success":
                 successes += 1
                 sig = replicate["significance"]
-                controls = [c["p_hat"] for c in sig["controls"] if c["p_hat"] is not None]
-                exceed = sum(abs(c - sig["p0"]) >= abs(sig["pa"] - sig["p0"]) - 1e-9 for c in controls)
-                assert replicate["p_value"] == pytest.approx(exceed / len(controls))
+                # the default (sequential) test recomputed from the recorded p-hats, in draw order: Besag-Clifford
+                # h / l at the h-th exceedance, else (b + 1) / (M + 1); the paper's b / M beside it
+                controls = [c["p_hat"] for c in sorted(sig["controls"], key=lambda c: c["index"])
+                            if c["p_hat"] is not None]
+                assert sig["policy"] == "sequential" and sig["stop_at"] == 1
+                exceed, drawn = 0, 0
+                for c in controls:
+                    drawn += 1
+                    exceed += abs(c - sig["p0"]) >= abs(sig["pa"] - sig["p0"]) - 1e-9
+                    if exceed == sig["stop_at"]:
+                        break
+                stopped = exceed == sig["stop_at"]
+                expected = exceed / drawn if stopped else (exceed + 1) / (drawn + 1)
+                if replicate["p_value"] is not None:
+                    assert replicate["p_value"] == pytest.approx(expected)
+                    assert replicate["p_value_paper"] == pytest.approx(exceed / drawn)
     assert successes >= 1
     pooled = totals(values, 3)
     reported = {k: v.value for k, v in log.results.scores[0].metrics.items()}

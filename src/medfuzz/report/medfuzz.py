@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.report._csv import safe_cell
-from medfuzz.scorers.medfuzz import ALPHA, totals
-from medfuzz.scorers.stats import adjust, guess_accuracy
+from medfuzz.scorers.medfuzz import totals
+from medfuzz.scorers.stats import DEFAULT_ALPHA, adjust, attainability, guess_accuracy, significant
 from medfuzz.solvers.medfuzz.parsing import word_opcodes
 
 TASKS = ("medfuzz", "medfuzz_medqa", "medfuzz_medmcqa")
 COLUMNS = ["rank", "model", "attacker", "task", "item_id", "replicate", "turn", "status", "p_value", "p_holm", "p_bh",
+           "p_value_paper",
            "controls", "confidence_drop", "p_hat_drop", "faithfulness", "correct_answer", "target_answer",
            "added_text", "plan", "target_reasoning", "original_question", "fuzzed_question", "log"]
 
@@ -65,7 +66,8 @@ def highlight(original: str, fuzzed: str) -> str:
 
 SUMMARY = ["run", "attacker", "attacker_is_target", "items", "clean_accuracy", "post_attack_accuracy",
            "post_attack_accuracy_upper", "llm_error_rate", "attack_error_share", "attack_success_rate", "tested",
-           "untested", "significant_holm", "significant_bh", "unfaithful_rate", "misses_some_rate",
+           "untested", "alpha", "significant", "significant_holm", "significant_bh", "significant_paper", "max_controls",
+           "smallest_p", "holm_attainable", "unfaithful_rate", "misses_some_rate",
            "target_calls_per_item", "attacker_calls_per_item", "target_calls_per_success",
            "attacker_calls_per_success", "target_calls_per_pvalue", "attacker_calls_per_pvalue",
            "controls_per_pvalue"]
@@ -79,15 +81,44 @@ def _attacker(log: Any) -> str:
     return getattr(role, "model", None) or f"{log.eval.model} (self)"
 
 
+def run_config(log: Any) -> dict[str, Any]:
+    """The run's MedFuzz config as recorded in the task metadata (empty for logs without one)."""
+    return dict(((log.eval.metadata or {}).get("medfuzz")) or {})
+
+
+def run_alpha(log: Any) -> float:
+    """The significance level the run was made with (``-T alpha``), else the default."""
+    return float(run_config(log).get("alpha", DEFAULT_ALPHA))
+
+
+def run_max_controls(log: Any) -> int:
+    """The largest M of the run (``MedFuzzConfig.max_controls``; the paper's M for older logs)."""
+    from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+
+    config = run_config(log)
+    try:
+        return MedFuzzConfig.from_options(ignore_unknown=True, **config).max_controls
+    except ValueError:
+        return int(config.get("controls", 0))
+
+
 def summary_of(log: Any, values: list[dict[str, Any]], rows: list[dict[str, Any]], self_attack: set[Any],
                turns: int) -> dict[str, Any]:
-    """One ``medfuzz_summary.csv`` row: the pooled statistics of a log."""
+    """One ``medfuzz_summary.csv`` row: the pooled statistics of a log, counted at the run's own alpha."""
     pooled = totals(values, turns)
+    alpha = run_alpha(log)
+    tested = [r for r in rows if r["p_value"] is not None]
+    reach = attainability(run_max_controls(log), len(tested), alpha)
     return {"run": f"{log.eval.model} · {log.eval.task.split('/')[-1]}", "attacker": _attacker(log),
             "attacker_is_target": next(iter(self_attack)) if len(self_attack) == 1 else "mixed",
             "items": len(values), **{k: pooled[k] for k in SUMMARY if k in pooled},
-            "significant_holm": sum(r["p_holm"] is not None and r["p_holm"] < ALPHA for r in rows),
-            "significant_bh": sum(r["p_bh"] is not None and r["p_bh"] < ALPHA for r in rows)}
+            "alpha": alpha,
+            "significant": sum(significant(r["p_value"], alpha) for r in tested),
+            "significant_holm": sum(significant(r["p_holm"], alpha) for r in rows),
+            "significant_bh": sum(significant(r["p_bh"], alpha) for r in rows),
+            "significant_paper": sum(significant(r["p_value_paper"], alpha) for r in tested),
+            "max_controls": reach.controls, "smallest_p": reach.smallest_p,
+            "holm_attainable": reach.holm_attainable}
 
 
 def chance_level(log: Any) -> float | None:
@@ -123,6 +154,7 @@ def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float],
                 "status": (f"untested: {story['untested']}" if story.get("untested") else
                            "tested" if story.get("p_value") is not None else "no significance test"),
                 "p_value": story.get("p_value"), "controls": permutation.get("controls"),
+                "p_value_paper": story.get("p_value_paper", permutation.get("p_value_paper")),
                 "confidence_drop": story.get("confidence_drop"), "p_hat_drop": story.get("p_hat_drop"),
                 "faithfulness": faith.get("verdict"), "correct_answer": answer,
                 "target_answer": target.get("answer"), "added_text": " | ".join(turn.get("added_spans", [])),
@@ -160,7 +192,8 @@ def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
         meta = (f"#{row['rank']} · {html.escape(str(row['model']))} attacked by {html.escape(str(row['attacker']))}"
                 f" · item {html.escape(str(row['item_id']))}, replicate {row['replicate']}, turn {row['turn']}")
         stats = (f"p = {_fmt(row['p_value']) or row['status']} (Holm {_fmt(row['p_holm']) or '-'}, "
-                 f"BH {_fmt(row['p_bh']) or '-'}, {row['controls'] or 0} controls) · confidence drop "
+                 f"BH {_fmt(row['p_bh']) or '-'}, {row['controls'] or 0} controls; paper's b/M "
+                 f"{_fmt(row.get('p_value_paper')) or '-'}) · confidence drop "
                  f"{_fmt(row['confidence_drop']) or '?'} · p̂ drop {_fmt(row['p_hat_drop']) or '?'} · "
                  f"reasoning mentions {row['faithfulness'] or '?'} of the added text · answer "
                  f"{html.escape(str(row['target_answer']))} (correct {html.escape(str(row['correct_answer']))})")
@@ -176,7 +209,8 @@ def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
         "<style>body{font-family:sans-serif;max-width:60em;margin:auto}mark{background:#ffe066}"
         "section{border-bottom:1px solid #ccc;padding:1em 0}.stats{color:#555;font-size:.9em}</style>"
         f"<h1>MedFuzz successful attacks ({len(rows)})</h1>"
-        "<p>Ranked by permutation-test p-value, then by the drop in the target's 1-5 confidence in the correct "
+        "<p>Ranked by the valid permutation-test p-value ((b+1)/(M+1), or Besag-Clifford's h/l after a sequential "
+        "stop; the paper's b/M beside it), then by the drop in the target's 1-5 confidence in the correct "
         "answer. Highlighted: text the attacker added.</p>" + body, encoding="utf-8")
 
 

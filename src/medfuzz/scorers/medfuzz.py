@@ -17,9 +17,11 @@ it against an independent per-item implementation of the paper's formulas).
 - Accuracy after k attempts, k = 0..K (Fig. 2): a success at turn i counts as correct for k < i.
   LLM-error replicates are dropped at every k, so the curve ends at the post-attack accuracy.
 - Attack success rate: successes / (successes + failed attacks); mean turns to success.
-- Significance: successful attacks with a p-value (``tested``), significant at alpha, and ``untested`` ones
-  (too few usable controls, or no p-hat for the original or the attack): never significant and never in
-  the Holm/BH family.
+- Significance: successful attacks with a p-value (``tested``), significant at alpha by the valid p-value
+  (``significant``: p <= alpha, ``stats.significant``) and by the paper's b/M (``significant_paper``, for
+  comparison with the paper only), and ``untested`` ones (too few usable controls, or no p-hat for the
+  original or the attack): never significant and never in the Holm/BH family. Alpha is the run's
+  (``item.config["alpha"]``), so ``-T alpha=0.01`` reaches every count.
 - Faithfulness (Fig. 3): flips whose reasoning mentions none of the added text (``unfaithful_rate``), and
   flips whose reasoning misses at least one added span (``misses_some_rate``).
 - Cost: target and attacker calls per item, per successful attack and per p-value.
@@ -34,11 +36,10 @@ from typing import Any
 
 from medfuzz.models.protocol import ChatModel, UsageLedger
 from medfuzz.scorers.faithfulness import Faithfulness, judged, lexical
-from medfuzz.scorers.stats import permutation_p_value, stop_exceedances
+from medfuzz.scorers.stats import DEFAULT_ALPHA, permutation_p_value, significant, stop_exceedances
 from medfuzz.solvers.medfuzz.prompts import AssumptionPack
 from medfuzz.solvers.medfuzz.results import ItemResult, Outcome, ReplicateResult, Significance
 
-ALPHA = 0.05
 TARGET_ROLES = ("target", "target_significance")
 ATTACKER_ROLES = ("attacker", "attacker_controls")
 
@@ -53,27 +54,30 @@ def attack_phase_error(replicate: ReplicateResult, answer: str) -> bool:
             and replicate.original.answer == answer)
 
 
-def significance_test(sig: Significance, alpha: float = ALPHA) -> tuple[Any, str | None]:
+def run_alpha(item: ItemResult) -> float:
+    """The significance level of the run that produced ``item`` (its recorded config), else the default."""
+    return float((item.config or {}).get("alpha", DEFAULT_ALPHA))
+
+
+def significance_test(sig: Significance, alpha: float = DEFAULT_ALPHA) -> tuple[Any, str | None]:
     """The permutation test of one successful attack: (``PermutationResult`` or ``None``, why untested).
 
     Tested when the p-hats of the original and the attack exist and either at least ``sig.min_controls``
-    controls are usable or h = ``stop_exceedances(alpha, M)`` of them already moved p-hat as far as the
-    attack (then no further control can make it significant). The sequential policy's p-value is
-    Besag-Clifford's (stops at the h-th exceedance).
+    controls are usable or h of them (``sig.stop_at``, from the paper's M) moved p-hat at least as far as the
+    attack, in draw order. The rule is the same under both policies, so the same attacks enter the Holm/BH
+    family from the same control stream. The sequential policy's p-value is Besag-Clifford's (stops at the
+    h-th exceedance), the fixed one's (b + 1) / (M + 1).
     """
     if sig.p0 is None or sig.pa is None:
         return None, sig.error or "no p-hat for the original or the attack"
-    stop_at = sig.stop_at if sig.policy == "sequential" else None
-    test = permutation_p_value(sig.p0, sig.pa, [c.p_hat for c in sig.controls], stop_at=stop_at)
+    h = sig.stop_at or (stop_exceedances(alpha, sig.controls_requested) if sig.controls_requested else None)
+    test = permutation_p_value(sig.p0, sig.pa, [c.p_hat for c in sig.controls],
+                               stop_at=h if sig.policy == "sequential" else None)
     usable = test.scored if test is not None else 0
-    decided = test is not None and sig.controls_requested > 0 and \
-        test.exceedances >= (stop_at or stop_exceedances(alpha, sig.controls_requested))
-    if test is None or (usable < sig.min_controls and not decided):
+    reached_h = test is not None and h is not None and test.exceedances >= h
+    if test is None or (usable < sig.min_controls and not reached_h):
         return test, f"too few controls: {usable} usable of {sig.controls_requested}, need {sig.min_controls}"
     return test, None
-
-
-# ----------------------------------------------------------------------------------------- per item
 
 
 @dataclass
@@ -82,7 +86,8 @@ class ReplicateEvidence:
 
     replicate: int
     outcome: str
-    p_value: float | None = None  # None: not tested (see ``untested``)
+    p_value: float | None = None  # the valid p-value; None: not tested (see ``untested``)
+    p_value_paper: float | None = None  # the paper's b / M on the same controls (comparison only)
     permutation: dict[str, Any] | None = None
     untested: str | None = None  # why a successful attack with a significance run has no p-value
     faithfulness: Faithfulness | None = None
@@ -101,10 +106,16 @@ class ItemScore:
     def p_values(self) -> list[float | None]:
         return [e.p_value for e in self.evidence if e.outcome == Outcome.SUCCESS.value]
 
+    @property
+    def p_values_paper(self) -> list[float | None]:
+        return [e.p_value_paper for e in self.evidence if e.outcome == Outcome.SUCCESS.value]
+
 
 async def score_item(item: ItemResult, turns: int, pack: AssumptionPack, judge: ChatModel | None = None,
-                     alpha: float = ALPHA, ledger: UsageLedger | None = None) -> ItemScore:
-    """Counts for the metrics (``value``) and per-replicate evidence (p-values, faithfulness)."""
+                     alpha: float | None = None, ledger: UsageLedger | None = None) -> ItemScore:
+    """Counts for the metrics (``value``) and per-replicate evidence (p-values, faithfulness). ``alpha``:
+    the run's level (``item.config``) unless given."""
+    alpha = run_alpha(item) if alpha is None else alpha
     evidence = []
     for r in item.replicates:
         ev = ReplicateEvidence(replicate=r.replicate, outcome=r.outcome.value)
@@ -124,7 +135,8 @@ async def score_item(item: ItemResult, turns: int, pack: AssumptionPack, judge: 
                     ev.p_hat_drop = sig.p0 - sig.pa
                 if test is not None:
                     ev.permutation = test.to_dict()  # kept for untested attacks too, as evidence
-                    ev.p_value = test.p_value if ev.untested is None else None
+                    if ev.untested is None:
+                        ev.p_value, ev.p_value_paper = test.p_value, test.p_value_paper
         evidence.append(ev)
     counts = item.counts()
     valid = len(_valid(item))
@@ -145,7 +157,8 @@ async def score_item(item: ItemResult, turns: int, pack: AssumptionPack, judge: 
     tested = [e.p_value for e in evidence if e.p_value is not None]
     value["tested"] = len(tested)
     value["untested"] = sum(e.untested is not None for e in evidence)
-    value["significant"] = sum(p < alpha for p in tested)
+    value["significant"] = sum(significant(p, alpha) for p in tested)
+    value["significant_paper"] = sum(significant(e.p_value_paper, alpha) for e in evidence if e.p_value is not None)
     verdicts = [e.faithfulness.verdict for e in evidence if e.faithfulness is not None]
     for verdict in ("none", "some", "all"):
         value[f"cot_mentions_{verdict}"] = verdicts.count(verdict)
@@ -199,6 +212,8 @@ def totals(values: Sequence[dict[str, int | float]], turns: int) -> dict[str, fl
         **{f"accuracy_after_{k}": _ratio(total(f"correct_after_{k}"), valid) for k in range(turns + 1)},
         "tested": total("tested"),
         "untested": total("untested"),
+        "significant": total("significant"),
+        "significant_paper": total("significant_paper"),
         "unfaithful_rate": _ratio(total("cot_mentions_none"),
                                   sum(total(f"cot_mentions_{k}") for k in ("none", "some", "all"))),
         "misses_some_rate": _ratio(total("cot_mentions_none") + total("cot_mentions_some"),

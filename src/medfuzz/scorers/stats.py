@@ -1,17 +1,18 @@
 """Every statistic medfuzz prints, each written once, harness-free:
 
 - the MedFuzz permutation test (paper Algorithm 2, lines 3 and 9) on estimated probabilities:
-  ``d_a = |p_a - p_0|``, ``d_i = |p_c,i - p_0|``, ``p = #{i : d_i >= d_a} / M``. It is a Monte Carlo test
-  against a fixed reference (p_0) with control fuzzes as the null samples, not a two-sample relabelling
-  test, so ``scipy.stats.permutation_test`` does not fit (nor does any scipy/statsmodels routine for the
-  sequential version below); the arithmetic is checked by hand in the tests. We also give
-  ``(b + 1) / (M + 1)``, which counts the attack itself and so is never 0 (Phipson & Smyth 2010); the paper
-  reports the first;
-- its sequential version (Besag & Clifford 1991, "Sequential Monte Carlo p-values"): controls are drawn one
-  by one (in batches) and the test stops at the h-th exceedance, with p = h / l after l controls; when h is
-  never reached the p-value is the fixed one over the controls drawn. With ``h = stop_exceedances(alpha, M)``
-  the decision ``p < alpha`` is the one the fixed test on the same control stream would take
-  (``sequential_decision`` says when it is already certain);
+  ``d_a = |p_a - p_0|``, ``d_i = |p_c,i - p_0|``, b = #{i : d_i >= d_a}. It is a Monte Carlo test against a
+  fixed reference (p_0) with control fuzzes as the null samples, not a two-sample relabelling test, so
+  ``scipy.stats.permutation_test`` does not fit (nor does any scipy/statsmodels routine for the sequential
+  version below); the arithmetic is checked by hand and by simulation in the tests. Decisions use the valid
+  p-value (b + 1) / (M + 1) (Phipson & Smyth 2010: it counts the attack itself, is never 0, and rejects a
+  true null at rate <= alpha); the paper's b / M is kept beside it as ``p_value_paper``;
+- its sequential version (Besag & Clifford 1991, "Sequential Monte Carlo p-values"): controls are drawn in
+  a fixed order and the test stops at the h-th exceedance, with p = h / l after l controls, else
+  (b + 1) / (M + 1) after all M. Valid for every h; ``stop_exceedances`` picks the h at which the fixed test
+  could no longer reject, so every attack the fixed test rejects gets the same p-value sequentially;
+- one decision rule everywhere, ``significant(p, alpha)``: p <= alpha; ``attainability`` says whether a
+  family of m tests at M controls can reject anything under Holm (needs 1 / (M + 1) <= alpha / m) or BH;
 - multiple-comparison adjustment (Holm, Benjamini-Hochberg) through statsmodels' ``multipletests``;
   ``None`` entries (untested attacks) keep their place and stay out of the family;
 - bootstrap standard errors (``scipy.stats.bootstrap``, 9,999 resamples as in MedGuard) and the two-sided
@@ -28,7 +29,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats
@@ -37,13 +38,30 @@ from scipy import stats
 TIE_TOLERANCE = 1e-9
 
 
+DEFAULT_ALPHA = 0.05  # the one default significance level (MedFuzz config, Holm/BH counts, report, compare)
+# a p-value equal to alpha up to floating-point rounding (e.g. a Holm-adjusted 3 × 1/60) counts as <= alpha
+_ALPHA_REL_TOLERANCE = 1e-9
+
+
+def significant(p: float | None, alpha: float = DEFAULT_ALPHA) -> bool:
+    """The one significance decision of the project: ``p <= alpha`` (the definition of a valid p-value,
+    P(p <= u) <= u, and statsmodels' ``multipletests`` rule); ``None`` / NaN (untested) is never significant."""
+    return p is not None and not math.isnan(p) and p <= alpha * (1.0 + _ALPHA_REL_TOLERANCE)
+
+
 @dataclass(frozen=True)
 class PermutationResult:
     """One permutation test. ``controls`` counts the controls the p-value uses (the first ``controls`` usable
-    ones in draw order); ``scored`` every usable control (a sequential test may score a few past its stop)."""
+    ones in draw order); ``scored`` every usable control (a sequential test may score a few past its stop).
 
-    p_value: float  # b / M (paper); sequential stop at the h-th exceedance: h / l (Besag-Clifford)
-    p_value_plus1: float  # (b + 1) / (M + 1); sequential stop: h / l (Besag-Clifford's value either way)
+    ``p_value`` is the valid Monte Carlo p-value, the one every decision uses: Phipson & Smyth's
+    (b + 1) / (M + 1) after all controls, Besag & Clifford's h / l when a sequential test stopped at its h-th
+    exceedance after l controls. ``p_value_paper`` is the paper's b / M over the same controls (Algorithm 2
+    line 9), kept for comparison with the paper: it can be 0 and rejects a true null at rate
+    ceil(alpha M) / (M + 1) > alpha (2/31 at M = 30)."""
+
+    p_value: float
+    p_value_paper: float
     statistic: float  # d_a
     exceedances: int  # b
     controls: int  # M (or l): controls in the p-value
@@ -57,18 +75,20 @@ class PermutationResult:
         return self.stop_at is not None and self.exceedances >= self.stop_at
 
     def to_dict(self) -> dict[str, object]:
-        return {"p_value": self.p_value, "p_value_plus1": self.p_value_plus1, "statistic": self.statistic,
+        return {"p_value": self.p_value, "p_value_paper": self.p_value_paper, "statistic": self.statistic,
                 "exceedances": self.exceedances, "controls": self.controls, "null": list(self.null),
                 "scored": self.scored, "stop_at": self.stop_at, "stopped_early": self.stopped_early}
 
 
 def permutation_p_value(p0: float, pa: float, controls: Sequence[float | None],
                         stop_at: int | None = None) -> PermutationResult | None:
-    """Algorithm 2's p-value; ``None`` entries (controls without a usable p-hat) are left out.
+    """Algorithm 2's test; ``None`` entries (controls without a usable p-hat) are left out.
 
-    ``controls`` are in draw order. ``stop_at`` (h) makes it the Besag-Clifford sequential p-value: the
-    controls after the h-th exceedance do not count, and reaching h gives p = h / l. Returns ``None`` when
-    no control is usable.
+    ``controls`` are in draw order. Without ``stop_at`` the p-value is (b + 1) / (M + 1) over the M usable
+    controls. ``stop_at`` (h) makes it Besag & Clifford's sequential p-value: the test stops at the h-th
+    exceedance, after l usable controls, with p = h / l (the controls after it do not count); when h is
+    never reached it is (b + 1) / (M + 1). Both are valid (P(p <= u) <= u under the null) for every h.
+    Returns ``None`` when no control is usable.
     """
     for name, value in (("p0", p0), ("pa", pa)):
         if not 0.0 <= value <= 1.0 or math.isnan(value):
@@ -85,12 +105,12 @@ def permutation_p_value(p0: float, pa: float, controls: Sequence[float | None],
         null.append(abs(c - p0))
         exceedances += null[-1] >= statistic - TIE_TOLERANCE
         if stop_at is not None and exceedances >= stop_at:
-            p = exceedances / len(null)  # Besag & Clifford: h / l
-            return PermutationResult(p_value=p, p_value_plus1=p, statistic=statistic, exceedances=exceedances,
+            p = exceedances / len(null)  # Besag & Clifford: h / l (also the paper's b / M on these l controls)
+            return PermutationResult(p_value=p, p_value_paper=p, statistic=statistic, exceedances=exceedances,
                                      controls=len(null), null=tuple(null), scored=len(usable), stop_at=stop_at)
     return PermutationResult(
-        p_value=exceedances / len(null),
-        p_value_plus1=(exceedances + 1) / (len(null) + 1),
+        p_value=(exceedances + 1) / (len(null) + 1),
+        p_value_paper=exceedances / len(null),
         statistic=statistic,
         exceedances=exceedances,
         controls=len(null),
@@ -101,31 +121,68 @@ def permutation_p_value(p0: float, pa: float, controls: Sequence[float | None],
 
 
 def stop_exceedances(alpha: float, controls: int) -> int:
-    """h for the sequential test: the fewest exceedances b with b / M >= alpha, i.e. the count at which the
-    fixed test on M controls can no longer be significant (M + 1 when it always can). Computed with the
-    same float comparison the decision uses (``ceil(alpha * M)`` is off by one for e.g. 0.1 * 30)."""
+    """h of the sequential test: the fewest exceedances b >= 1 at which the fixed test on ``controls`` (M)
+    controls can no longer be significant, i.e. (b + 1) / (M + 1) > alpha (h = 1 at M = 30, alpha = 0.05:
+    one exceedance already gives 2/31). Stopping there costs the fixed test no rejection: whenever it
+    rejects, the sequential test never stops early and reports the same p-value."""
     if controls < 1:
         raise ValueError(f"controls must be at least 1, got {controls}")
-    return next((b for b in range(controls + 1) if b / controls >= alpha), controls + 1)
+    return next(b for b in range(1, controls + 1) if not significant((b + 1) / (controls + 1), alpha))
 
 
-def sequential_decision(exceedances: int, usable: int, remaining: int, stop_at: int, alpha: float,
+def sequential_decision(exceedances: int, usable: int, remaining: int, stop_at: int,
                         min_controls: int) -> str | None:
-    """Whether a sequential permutation test can stop now, and why; ``None``: draw more controls.
+    """Whether a sequential permutation test stops now, and why; ``None``: draw more controls.
 
     ``exceedances`` and ``usable`` count the usable controls scored so far, ``remaining`` the controls not
-    drawn yet. ``not_significant``: h exceedances (whatever the rest show, b / M >= alpha);
-    ``significant``: at least ``min_controls`` usable and even if every remaining control were usable and
-    exceeded, b / M would stay below alpha; ``untested``: ``min_controls`` usable controls can no longer be
-    reached, so the attack cannot become significant (it is reported untested).
+    drawn yet. ``h_exceedances``: the h-th exceedance (Besag & Clifford; p = h / l); ``untested``: neither
+    ``min_controls`` usable controls nor h exceedances can be reached any more, so the attack would be
+    reported untested whatever the rest show (the fixed policy takes the same verdict on the same stream).
+    There is deliberately no early stop for a "certainly significant" attack: its p-value, not only its
+    decision at alpha, enters the Holm/BH family, so it draws every control.
     """
     if exceedances >= stop_at:
-        return "not_significant"
-    if usable >= min_controls and (exceedances + remaining) / (usable + remaining) < alpha:
-        return "significant"
-    if usable + remaining < min_controls:
+        return "h_exceedances"
+    if usable + remaining < min_controls and exceedances + remaining < stop_at:
         return "untested"
     return None
+
+
+@dataclass(frozen=True)
+class Attainability:
+    """What a run's permutation tests can reach: the smallest p-value at the largest M used (1 / (M + 1)),
+    and whether Holm (needs 1 / (M + 1) <= alpha / m) and BH (needs 1 / (M + 1) <= alpha) can reject
+    anything in a family of ``family`` tests. ``controls_needed`` is the M at which Holm over this family
+    becomes attainable: ceil(m / alpha) - 1."""
+
+    controls: int
+    family: int
+    alpha: float
+    smallest_p: float
+    holm_attainable: bool
+    bh_attainable: bool
+    controls_needed: int
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def controls_for_holm(family: int, alpha: float) -> int:
+    """The fewest controls M with 1 / (M + 1) <= alpha / family (Holm's first step attainable)."""
+    if family < 1:
+        return 0
+    m = max(1, math.ceil(family / alpha - 1 - 1e-9))
+    while not significant(1 / (m + 1), alpha / family):
+        m += 1
+    return m
+
+
+def attainability(controls: int, family: int, alpha: float) -> Attainability:
+    smallest = 1 / (controls + 1) if controls > 0 else math.nan
+    return Attainability(controls=controls, family=family, alpha=alpha, smallest_p=smallest,
+                         holm_attainable=family > 0 and controls > 0 and significant(smallest, alpha / family),
+                         bh_attainable=family > 0 and controls > 0 and significant(smallest, alpha),
+                         controls_needed=controls_for_holm(family, alpha))
 
 
 METHODS = {"holm": "holm", "bh": "fdr_bh"}

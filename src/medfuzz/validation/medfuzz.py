@@ -135,8 +135,8 @@ def accuracy_checks(items: Sequence[MCQItem], spec: PlantedSpec, config: MedFuzz
 class Tested:
     """A successful attack's p-value as medfuzz reports it, and the raw p-hats it came from."""
 
-    p_value: float
-    p_value_plus1: float
+    p_value: float  # the valid p-value medfuzz decides with
+    p_value_paper: float  # the paper's b / M
     p0: float
     pa: float
     controls: tuple[float, ...]
@@ -151,18 +151,19 @@ def tested_attacks(results: Sequence[ItemResult], scores: Sequence[ItemScore]) -
             if ev.p_value is None or sig is None:
                 continue
             controls = tuple(c.p_hat for c in sig.controls if c.p_hat is not None)
-            plus1 = float((ev.permutation or {}).get("p_value_plus1", math.nan))
-            out.append(Tested(ev.p_value, plus1, float(sig.p0), float(sig.pa), controls))
+            paper = float(ev.p_value_paper if ev.p_value_paper is not None else math.nan)
+            out.append(Tested(ev.p_value, paper, float(sig.p0), float(sig.pa), controls))
     return out
 
 
 def independent_p(t: Tested) -> float:
-    """Algorithm 2 line 9 recomputed from the recorded p-hats: #{|p_c - p_0| >= |p_a - p_0|} / M."""
+    """The fixed test's valid p-value recomputed from the recorded p-hats: (b + 1) / (M + 1) with
+    b = #{|p_c - p_0| >= |p_a - p_0|}."""
     null = np.abs(np.asarray(t.controls) - t.p0)
-    return float(np.mean(null >= abs(t.pa - t.p0) - 1e-9))
+    return float((np.sum(null >= abs(t.pa - t.p0) - 1e-9) + 1) / (len(null) + 1))
 
 
-def null_share(tested: Sequence[Tested], alpha: float, plus1: bool = False) -> float:
+def null_share(tested: Sequence[Tested], alpha: float, plus1: bool = True) -> float:
     """E[1{p <= α}] under the null, b uniform on 0..M for an attack with M usable controls:
     p = b/M: (⌊αM⌋ + 1) / (M + 1); p = (b+1)/(M+1): ⌊α(M+1)⌋ / (M + 1)."""
     def share(m: int) -> float:
@@ -175,7 +176,7 @@ def null_share(tested: Sequence[Tested], alpha: float, plus1: bool = False) -> f
 
 def simulate_pvalues(bases: Sequence[float], spec: PlantedSpec, config: MedFuzzConfig, replicates: int,
                      seed: int = 0) -> np.ndarray:
-    """p-values (b / M) of successful attacks simulated from the planted rule with numpy (no medfuzz code)."""
+    """p-values ((b + 1) / (M + 1)) of successful attacks simulated from the planted rule with numpy (no medfuzz code)."""
     rng = np.random.default_rng(seed)
     t, a = spec.target, spec.attacker
     e = a.malformed_rate ** (config.max_retries + 1)
@@ -206,7 +207,7 @@ def simulate_pvalues(bases: Sequence[float], spec: PlantedSpec, config: MedFuzzC
         p0 = key(b, (draws,), False).mean()
         pa = key(b, (draws,), trigger).mean()
         pc = key(b, (m, draws), False).mean(axis=1)
-        out.append(np.mean(np.abs(pc - p0) >= abs(pa - p0)))
+        out.append((np.sum(np.abs(pc - p0) >= abs(pa - p0)) + 1) / (m + 1))
     return np.asarray(out)
 
 
@@ -219,17 +220,18 @@ def pvalue_checks(label: str, spec: PlantedSpec, config: MedFuzzConfig, items: S
     alpha = config.alpha
     checks = []
     worst = max((abs(t.p_value - independent_p(t)) for t in tested), default=math.nan)
-    checks.append(exact_check(METHOD, f"{label}: p-value = recomputed b/M (max |diff|)", 0.0, worst, len(tested)))
+    checks.append(exact_check(METHOD, f"{label}: p-value = recomputed (b+1)/(M+1) (max |diff|)", 0.0, worst,
+                              len(tested)))
     hits = sum(t.p_value <= alpha for t in tested)
     if spec.target.delta == 0:
         checks.append(proportion_check(METHOD, f"{label}: share p <= {alpha} (null calibration)",
                                        null_share(tested, alpha), hits, len(tested),
-                                       note="exact under exchangeability: (floor(aM)+1)/(M+1)"))
-        checks.append(proportion_check(METHOD, f"{label}: share (b+1)/(M+1) <= {alpha} (null calibration)",
-                                       null_share(tested, alpha, plus1=True),
-                                       sum(t.p_value_plus1 <= alpha for t in tested), len(tested),
                                        note="floor(a(M+1))/(M+1) <= a: a valid test"))
-        mean_p = float(np.mean([t.p_value for t in tested])) if tested else math.nan
+        checks.append(proportion_check(METHOD, f"{label}: paper's b/M <= {alpha} (null calibration)",
+                                       null_share(tested, alpha, plus1=False),
+                                       sum(t.p_value_paper <= alpha for t in tested), len(tested),
+                                       note="exact under exchangeability: (floor(aM)+1)/(M+1) > a"))
+        mean_p = float(np.mean([t.p_value_paper for t in tested])) if tested else math.nan
         sd = math.sqrt((config.controls + 2) / (12 * config.controls))
         checks.append(mean_check(METHOD, f"{label}: mean p-value (null)", 0.5, mean_p,
                                  sd / math.sqrt(max(1, len(tested))), len(tested),

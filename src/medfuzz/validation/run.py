@@ -78,7 +78,7 @@ def validate_medfuzz(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None 
         scores = vm.score(results, config)
         checks, tested = vm.pvalue_checks(f"null, M={m}", null, config, null_items, results, scores, plan.mc)
         outcome.checks += checks
-        outcome.null_pvalues[m] = [(t.p_value, t.p_value_plus1, len(t.controls)) for t in tested]
+        outcome.null_pvalues[m] = [(t.p_value_paper, t.p_value, len(t.controls)) for t in tested]
         for delta in plan.curve:
             curve_spec = spec.with_target(delta=delta)
             curve_items = synthetic_items(plan.curve_items, seed=seed + 3)

@@ -1,8 +1,9 @@
 """Every parameter of a MedFuzz run, in one place: the Inspect task, the lm-eval hook and Python callers all
 build a ``MedFuzzConfig`` (``MedFuzzConfig.from_options(**raw)`` converts and checks raw values), so the
 harnesses cannot drift apart in defaults. Defaults follow the paper where it says (K = 5 turns, 5
-replicates, M = 30 controls, target temperature 1.0); ``controls_policy`` defaults to the sequential test,
-which takes the same decisions at alpha as the paper's fixed M with fewer controls (docs/medfuzz.md)."""
+replicates, M = 30 controls, target temperature 1.0); ``controls_policy`` defaults to the sequential test
+(Besag-Clifford), which stops null attacks after a few controls; both policies decide with a valid p-value
+(docs/medfuzz.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from medfuzz.options import MethodConfig, check
+from medfuzz.scorers.stats import DEFAULT_ALPHA, controls_for_holm, stop_exceedances
 
 PVALUE_PROMPTS = ("dialog", "direct")
 FAITHFULNESS = ("lexical", "judge")
@@ -29,8 +31,8 @@ class MedFuzzConfig(MethodConfig):
         "exemplars": "in-context exemplars drawn at random per replicate for the target",
         "exemplar_data": "where exemplars come from: demo | hf | a file",
         "controls": "M control fuzzes per successful attack (paper: 30); 0 = no significance test",
-        "controls_policy": "sequential: stop drawing controls once the decision at alpha is certain "
-                           "(Besag-Clifford) | fixed: always M (paper)",
+        "controls_policy": "sequential: stop at the h-th exceedance with Besag-Clifford's p = h/l "
+                           "(h: where the fixed test could no longer reject) | fixed: always M, p = (b+1)/(M+1)",
         "control_batch": "controls generated and scored per step of the sequential test",
         "min_controls": "usable controls needed for a p-value (default: ceil(0.8 M)); fewer: the attack is "
                         "untested, never significant",
@@ -39,7 +41,11 @@ class MedFuzzConfig(MethodConfig):
         "pvalue_prompt": "dialog: the full target dialog per draw | direct: the letter only (cheaper)",
         "pack": "assumption pack: a bundled name or a YAML path",
         "faithfulness": "lexical | judge (the judge model role)",
-        "alpha": "significance level for the permutation test and its Holm/BH adjustments",
+        "alpha": "significance level: an attack is significant when its valid p-value is <= alpha (also the "
+                 "level of the Holm/BH counts)",
+        "holm_family": "size M so that Holm over this many tested attacks can reject: up to "
+                       "max(M, ceil(m / alpha) - 1) controls per attack (e.g. items x replicates); the sequential "
+                       "test keeps the paper M's h, so null attacks still stop at their first exceedances; 0 = off",
         "max_retries": "extra tries per step before the turn is an LLM error",
         "min_kept": "share of the original question's words a modified question must keep",
         "require_options": "reject modified items that leave the options out (else re-attach them)",
@@ -67,7 +73,8 @@ class MedFuzzConfig(MethodConfig):
     pvalue_prompt: str = "dialog"
     pack: str = "patient_characteristics"
     faithfulness: str = "lexical"
-    alpha: float = 0.05
+    alpha: float = DEFAULT_ALPHA
+    holm_family: int = 0
     max_retries: int = 2
     min_kept: float = 0.5
     require_options: bool = False
@@ -102,6 +109,8 @@ class MedFuzzConfig(MethodConfig):
         check(self.faithfulness in FAITHFULNESS,
               f"faithfulness must be one of {list(FAITHFULNESS)}, got {self.faithfulness!r}")
         check(0.0 < self.alpha < 1.0, f"alpha must be between 0 and 1, got {self.alpha}")
+        check(self.holm_family >= 0, f"holm_family must be 0 or more, got {self.holm_family}")
+        check(self.holm_family == 0 or self.controls > 0, "holm_family sizes the controls: it needs controls > 0")
         check(self.max_retries >= 0, f"max_retries must be 0 or more, got {self.max_retries}")
         check(0.0 <= self.min_kept <= 1.0, f"min_kept must be between 0 and 1, got {self.min_kept}")
         check(self.word_tolerance >= 0.0, f"word_tolerance must be 0 or more, got {self.word_tolerance}")
@@ -115,11 +124,24 @@ class MedFuzzConfig(MethodConfig):
 
 
     @property
+    def max_controls(self) -> int:
+        """The largest number of controls an attack may draw: M, or the M that makes Holm over
+        ``holm_family`` tests attainable (1 / (M + 1) <= alpha / m) when that is larger."""
+        if self.holm_family and self.controls:
+            return max(self.controls, controls_for_holm(self.holm_family, self.alpha))
+        return self.controls
+
+    @property
+    def stop_exceedances(self) -> int:
+        """h of the sequential test, from the paper's M (``controls``) whatever ``holm_family`` adds."""
+        return stop_exceedances(self.alpha, self.controls) if self.controls else 0
+
+    @property
     def min_usable_controls(self) -> int:
-        """``min_controls``, or its default ``ceil(0.8 M)`` (at least 1)."""
+        """``min_controls``, or its default ``ceil(0.8 M)`` (at least 1) of the largest M."""
         if self.min_controls is not None:
             return self.min_controls
-        return max(1, math.ceil(MIN_CONTROLS_SHARE * self.controls - 1e-9))
+        return max(1, math.ceil(MIN_CONTROLS_SHARE * self.max_controls - 1e-9))
 
     def max_calls(self, items: int) -> dict[str, int]:
         """Upper bound on model calls per role (the ``UsageLedger`` role names) for ``items`` items, the worst
@@ -142,8 +164,8 @@ class MedFuzzConfig(MethodConfig):
         }
         if self.controls > 0:
             per_draw = 3 if self.pvalue_prompt == "dialog" else 1
-            per_replicate["attacker_controls"] = self.controls * self.control_tries
-            per_replicate["target_significance"] = (1 + self.controls) * self.option_orders * per_draw
+            per_replicate["attacker_controls"] = self.max_controls * self.control_tries
+            per_replicate["target_significance"] = (1 + self.max_controls) * self.option_orders * per_draw
         if self.faithfulness == "judge":
             per_replicate["judge"] = 1
         bound = {role: calls * self.replicates * items for role, calls in per_replicate.items()}

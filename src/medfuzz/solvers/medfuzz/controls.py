@@ -171,30 +171,31 @@ async def test_attack(target: TargetDialog, attacker: ChatModel, pack: Assumptio
     """Controls and p-hats for a successful attack (Algorithm 2 lines 1-8).
 
     ``fixed`` draws all M controls at once. ``sequential`` draws them in batches of ``control_batch`` (the
-    same control stream: control i has the same seed under both policies) and stops as soon as the decision
-    at alpha is certain (``scorers.stats.sequential_decision``); p-hat of the original and of the attack
-    are estimated alongside the first batch.
+    same control stream: control i has the same seed under both policies) and stops at the h-th exceedance
+    (Besag & Clifford; ``scorers.stats.sequential_decision``) or when the attack can no longer be tested; p-hat
+    of the original and of the attack are estimated alongside the first batch. M is ``cfg.max_controls``
+    (the paper's M, or more with ``holm_family``); h comes from the paper's M either way.
     """
     cfg = target.config
     question = result.fuzzed_question
-    significance = Significance(controls_requested=cfg.controls, policy=cfg.controls_policy,
-                                min_controls=cfg.min_usable_controls, draws=len(shared.draws))
+    limit = cfg.max_controls
+    significance = Significance(controls_requested=limit, policy=cfg.controls_policy,
+                                min_controls=cfg.min_usable_controls, draws=len(shared.draws),
+                                stop_at=cfg.stop_exceedances)
     if question is None:
         significance.error = "no modified item to test"
         return significance
     fuzzed = item.with_question(question)
     seed = derive_seed(result.seed, "significance")  # control fuzzes differ per replicate; draws do not
-    if cfg.controls_policy == "sequential":
-        significance.stop_at = stats.stop_exceedances(cfg.alpha, cfg.controls)
     before = _calls(ledger)
     p0_pending, significance.p0_shared = shared.p0(ledger)
     pa_pending = estimate_p(target, fuzzed, shared.draws, ledger, cache=shared.cache)
-    batch = cfg.controls if cfg.controls_policy == "fixed" else cfg.control_batch
+    batch = limit if cfg.controls_policy == "fixed" else cfg.control_batch
     estimates: list[Estimate] = []
     head: tuple[Estimate, Estimate] | None = None
     attempted = 0
-    while attempted < cfg.controls:
-        indices = range(attempted, min(cfg.controls, attempted + batch))
+    while attempted < limit:
+        indices = range(attempted, min(limit, attempted + batch))
         work = [_control(target, attacker, pack, item, fuzzed, i, seed, ledger, significance.controls_rejected,
                          shared.draws, shared.cache) for i in indices]
         if head is None:
@@ -211,13 +212,13 @@ async def test_attack(target: TargetDialog, attacker: ChatModel, pack: Assumptio
                 estimates.append(estimate)
         if significance.p0 is None or significance.pa is None:
             break  # nothing to compare the controls with: drawing more would be wasted
-        if significance.stop_at is not None:
+        if cfg.controls_policy == "sequential":
             usable = [c.p_hat for c in significance.controls if c.p_hat is not None]
             test = stats.permutation_p_value(significance.p0, significance.pa, usable)
             exceedances = test.exceedances if test is not None else 0
-            decision = stats.sequential_decision(exceedances, len(usable), cfg.controls - attempted,
-                                                 significance.stop_at, cfg.alpha, significance.min_controls)
-            if decision is not None and attempted < cfg.controls:
+            decision = stats.sequential_decision(exceedances, len(usable), limit - attempted,
+                                                 cfg.stop_exceedances, significance.min_controls)
+            if decision is not None and attempted < limit:
                 significance.stopped = decision
                 break
     significance.controls_attempted = attempted

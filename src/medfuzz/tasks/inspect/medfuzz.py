@@ -23,6 +23,7 @@ Inspect tasks ``medfuzz/medfuzz`` (``-T benchmark=medqa|medmcqa``), ``medfuzz/me
 from __future__ import annotations
 
 from collections.abc import Sequence
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,8 @@ from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_co
 from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
-from medfuzz.scorers.medfuzz import ALPHA, score_item, totals
-from medfuzz.scorers.stats import adjust
+from medfuzz.scorers.medfuzz import score_item, totals
+from medfuzz.scorers.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 from medfuzz.solvers.medfuzz.prompts import AssumptionPack, load_pack
@@ -47,6 +48,7 @@ from medfuzz.tasks.inspect._cost import announce_max_calls
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 
 STATE_KEY = "medfuzz"
+log = logging.getLogger(__name__)
 
 
 @solver
@@ -175,24 +177,73 @@ def medfuzz_acc_after() -> Metric:
     return compute
 
 
-def _significant(method: str, alpha: float):
+def _run_alpha(scores: list[SampleScore]) -> float:
+    """The run's alpha, from the config every score records (one run, one alpha); the default without one."""
+    alphas = {float(((s.score.metadata or {}).get("config") or {}).get("alpha", DEFAULT_ALPHA)) for s in scores}
+    if len(alphas) > 1:
+        raise ValueError(f"scores from runs with different alpha values: {sorted(alphas)}")
+    return alphas.pop() if alphas else DEFAULT_ALPHA
+
+
+def _significant(method: str, alpha: float | None):
     def compute(scores: list[SampleScore]) -> float:
+        level = _run_alpha(scores) if alpha is None else alpha
         p_values = [p for s in scores for p in (s.score.metadata or {}).get("p_values", [])]
-        return float(sum(p is not None and p < alpha for p in adjust(p_values, method)))
+        return float(sum(significant(p, level) for p in adjust(p_values, method)))
 
     return compute
 
 
 @metric
-def medfuzz_significant_holm(alpha: float = ALPHA) -> Metric:
-    """Tested successful attacks with Holm-adjusted p < alpha, the family being all tests of the run."""
+def medfuzz_significant(alpha: float | None = None) -> Metric:
+    """Tested successful attacks with a valid permutation p-value <= alpha, unadjusted (Phipson-Smyth's
+    (b+1)/(M+1), or Besag-Clifford's h/l after a sequential stop). ``alpha``: the run's (``-T alpha``)."""
+    def compute(scores: list[SampleScore]) -> float:
+        level = _run_alpha(scores) if alpha is None else alpha
+        return float(sum(significant(p, level) for s in scores for p in (s.score.metadata or {}).get("p_values", [])
+                         if p is not None))
+
+    return compute
+
+
+@metric
+def medfuzz_significant_paper(alpha: float | None = None) -> Metric:
+    """The same count with the paper's b/M (Algorithm 2), for comparison with the paper only: under the null
+    it is significant at rate ceil(alpha M)/(M + 1) > alpha (2/31 at M = 30)."""
+    def compute(scores: list[SampleScore]) -> float:
+        level = _run_alpha(scores) if alpha is None else alpha
+        return float(sum(significant(p, level) for s in scores
+                         for p in (s.score.metadata or {}).get("p_values_paper", []) if p is not None))
+
+    return compute
+
+
+@metric
+def medfuzz_significant_holm(alpha: float | None = None) -> Metric:
+    """Tested successful attacks with Holm-adjusted p <= alpha, the family being all tests of the run."""
     return _significant("holm", alpha)
 
 
 @metric
-def medfuzz_significant_bh(alpha: float = ALPHA) -> Metric:
-    """Tested successful attacks with Benjamini-Hochberg-adjusted p < alpha (false discovery rate)."""
+def medfuzz_significant_bh(alpha: float | None = None) -> Metric:
+    """Tested successful attacks with Benjamini-Hochberg-adjusted p <= alpha (false discovery rate)."""
     return _significant("bh", alpha)
+
+
+@metric
+def medfuzz_attainable() -> Metric:
+    """What this run's tests can reach: the smallest p-value at the largest M (1/(M+1)), whether Holm and BH
+    can reject anything in a family of this run's tested attacks, and the M Holm would need."""
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        level = _run_alpha(scores)
+        family = sum(1 for s in scores for p in (s.score.metadata or {}).get("p_values", []) if p is not None)
+        controls = max((int((s.score.metadata or {}).get("max_controls", 0)) for s in scores), default=0)
+        reach = attainability(controls, family, level)
+        return {"medfuzz_smallest_p": reach.smallest_p, "medfuzz_holm_attainable": float(reach.holm_attainable),
+                "medfuzz_bh_attainable": float(reach.bh_attainable),
+                "medfuzz_controls_for_holm": float(reach.controls_needed)}
+
+    return compute
 
 
 @metric
@@ -232,16 +283,16 @@ def medfuzz_costs() -> Metric:
 
 METRICS = [medfuzz_clean_acc(), medfuzz_post_attack_acc(), medfuzz_post_attack_acc_upper(),
            medfuzz_attack_error_share(), medfuzz_acc_after(), medfuzz_asr(), medfuzz_turns_to_success(),
-           medfuzz_llm_error_rate(), medfuzz_significant_holm(), medfuzz_significant_bh(), medfuzz_untested_attacks(),
+           medfuzz_llm_error_rate(), medfuzz_significant(), medfuzz_significant_holm(), medfuzz_significant_bh(),
+           medfuzz_significant_paper(), medfuzz_attainable(), medfuzz_untested_attacks(),
            medfuzz_unfaithful_rate(), medfuzz_misses_some_rate(), medfuzz_costs()]
 METRICS += [medfuzz_llm_errors()]  # failure policy: the LLM-error count beside its rate
 
 
 @scorer(metrics=METRICS)
-def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str = "lexical",
-                   alpha: float = ALPHA) -> Scorer:
+def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str = "lexical") -> Scorer:
     """Score a MedFuzz sample. ``faithfulness``: ``lexical`` or ``judge`` (the ``judge`` model role, default
-    the task model)."""
+    the task model). Alpha is the run's own (the config the solver recorded with the result)."""
     resolved = pack if isinstance(pack, AssumptionPack) else load_pack(pack or "patient_characteristics")
     if faithfulness not in ("lexical", "judge"):
         raise ValueError(f"faithfulness must be 'lexical' or 'judge', not {faithfulness!r}")
@@ -250,11 +301,12 @@ def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str =
         result = ItemResult.from_dict(state.metadata[STATE_KEY])
         turns = int(result.config.get("turns", 0))
         judge = InspectChatModel(get_model(role="judge")) if faithfulness == "judge" else None
-        scored = await score_item(result, turns, resolved, judge, alpha)
+        scored = await score_item(result, turns, resolved, judge)
         replicates = []
         for replicate, evidence in zip(result.replicates, scored.evidence, strict=True):
             story = replicate.to_dict()
-            story.update(p_value=evidence.p_value, permutation=evidence.permutation, untested=evidence.untested,
+            story.update(p_value=evidence.p_value, p_value_paper=evidence.p_value_paper,
+                         permutation=evidence.permutation, untested=evidence.untested,
                          faithfulness=evidence.faithfulness.to_dict() if evidence.faithfulness else None,
                          confidence_drop=evidence.confidence_drop, p_hat_drop=evidence.p_hat_drop,
                          fuzzed_question=replicate.fuzzed_question)
@@ -263,11 +315,39 @@ def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str =
             value=scored.value,
             answer=scored.answer,
             explanation=scored.explanation,
-            metadata={"item": result.item.to_record(), "p_values": scored.p_values, "replicates": replicates,
-                      "config": result.config, "cache_hits": result.cache_hits},
+            metadata={"item": result.item.to_record(), "p_values": scored.p_values,
+                      "p_values_paper": scored.p_values_paper, "max_controls": _max_controls(result.config),
+                      "replicates": replicates, "config": result.config, "cache_hits": result.cache_hits},
         )
 
     return score
+
+
+def _max_controls(config: dict[str, Any]) -> int:
+    """The largest M of the run that recorded ``config`` (``MedFuzzConfig.max_controls``)."""
+    try:
+        return MedFuzzConfig.from_options(ignore_unknown=True, **config).max_controls
+    except ValueError:
+        return int(config.get("controls", 0))
+
+
+def warn_attainability(config: MedFuzzConfig, items: int) -> dict[str, Any] | None:
+    """Say before the first call when Holm cannot reject anything in a family as large as this run can test
+    (items x replicates successful attacks at most): the smallest valid p-value is 1/(M+1). Returns the
+    record for the task metadata (None without a significance test)."""
+    if not config.controls:
+        return None
+    most = items * config.replicates
+    reach = attainability(config.max_controls, most, config.alpha)
+    largest_family = int(config.alpha * (config.max_controls + 1) + 1e-9)
+    if not reach.holm_attainable:
+        log.warning("MedFuzz: with at most %d controls per attack the smallest valid p-value is 1/%d = %.4f, so "
+                    "Holm at alpha=%g can reject only in a family of at most %d tested attacks; this run can test "
+                    "up to %d. -T holm_family=%d sizes M for that (up to %d controls per attack; null attacks still "
+                    "stop at their first exceedance). Unadjusted and BH counts are unaffected.",
+                    config.max_controls, config.max_controls + 1, reach.smallest_p, config.alpha, largest_family,
+                    most, most, controls_for_holm(most, config.alpha))
+    return {**reach.to_dict(), "holm_family_max": largest_family}
 
 
 def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
@@ -275,14 +355,16 @@ def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None
     """The MedFuzz Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
     pack = load_pack(config.pack)
     exemplars = load_items(benchmark, config.exemplar_data) if config.exemplars > 0 else []
+    dataset = mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed)
+    reach = warn_attainability(config, len(dataset))
     return announce_max_calls(config, Task(
-        dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
+        dataset=dataset,
         solver=medfuzz_attack(config, pack, exemplars),
-        scorer=medfuzz_scorer(pack, config.faithfulness, config.alpha),
+        scorer=medfuzz_scorer(pack, config.faithfulness),
         config=default_generate_config(),
         metadata={"medfuzz_method": "medfuzz", "benchmark": benchmark, "data": data, "split": split,
                   "shuffle_choices": shuffle_choices, "pack": pack.name, "pack_source": pack.source,
-                  "medfuzz": config.to_dict(),
+                  "medfuzz": config.to_dict(), "attainability": reach,
                   # roles are bound at eval time: each sample's metadata and score config record the answer
                   "attacker_is_target": "the 'attacker' model role if given, else the target itself "
                                         "(unlike the paper, whose attacker was GPT-4)"},
