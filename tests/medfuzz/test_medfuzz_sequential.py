@@ -17,8 +17,8 @@ from medfuzz.scorers.stats import permutation_p_value, sequential_decision, sign
 from medfuzz.solvers.medfuzz.cache import RequestCache
 from medfuzz.solvers.medfuzz.controls import TARGET_ROLE
 from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
-from medfuzz.solvers.medfuzz.results import Outcome
 from medfuzz.solvers.medfuzz.prompts import load_pack
+from medfuzz.solvers.medfuzz.results import Outcome
 from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, item_text, models
 
 # ------------------------------------------------------------------------------------------ statistics

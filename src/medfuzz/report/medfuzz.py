@@ -66,8 +66,8 @@ def highlight(original: str, fuzzed: str) -> str:
 
 SUMMARY = ["run", "attacker", "attacker_is_target", "items", "clean_accuracy", "post_attack_accuracy",
            "post_attack_accuracy_upper", "llm_error_rate", "attack_error_share", "attack_success_rate", "tested",
-           "untested", "alpha", "significant", "significant_holm", "significant_bh", "significant_paper", "max_controls",
-           "smallest_p", "holm_attainable", "unfaithful_rate", "misses_some_rate",
+           "untested", "alpha", "significant", "significant_holm", "significant_bh", "significant_paper",
+           "max_controls", "smallest_p", "holm_attainable", "unfaithful_rate", "misses_some_rate",
            "target_calls_per_item", "attacker_calls_per_item", "target_calls_per_success",
            "attacker_calls_per_success", "target_calls_per_pvalue", "attacker_calls_per_pvalue",
            "controls_per_pvalue"]

@@ -176,7 +176,8 @@ def null_share(tested: Sequence[Tested], alpha: float, plus1: bool = True) -> fl
 
 def simulate_pvalues(bases: Sequence[float], spec: PlantedSpec, config: MedFuzzConfig, replicates: int,
                      seed: int = 0) -> np.ndarray:
-    """p-values ((b + 1) / (M + 1)) of successful attacks simulated from the planted rule with numpy (no medfuzz code)."""
+    """p-values ((b + 1) / (M + 1)) of successful attacks simulated from the planted rule with numpy (no medfuzz
+    code)."""
     rng = np.random.default_rng(seed)
     t, a = spec.target, spec.attacker
     e = a.malformed_rate ** (config.max_retries + 1)

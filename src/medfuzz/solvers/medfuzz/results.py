@@ -71,9 +71,11 @@ class Significance:
     """Algorithm 2's raw material: p-hat of the original, the attack and each control (p-value: scorers).
 
     ``policy`` ``sequential`` draws controls in batches and stops at the h-th exceedance or when the attack
-    can no longer be tested (``stopped`` says which: h_exceedances | untested; empty when every control was drawn);
+    can no longer be tested (``stopped`` says which: h_exceedances | untested; empty when every control
+    was drawn);
     ``stop_at`` is h (recorded under both policies: an attack is tested when it reached h exceedances or
-    ``min_controls`` usable controls). ``controls_requested`` is the largest M of the run. ``min_controls``: usable controls a p-value needs. ``p0_shared``: p-hat of the
+    ``min_controls`` usable controls). ``controls_requested`` is the largest M of the run.
+    ``min_controls``: usable controls a p-value needs. ``p0_shared``: p-hat of the
     original came from another replicate of the item (same draws), so its calls are counted there."""
 
     p0: float | None = None

@@ -22,8 +22,8 @@ Inspect tasks ``medfuzz/medfuzz`` (``-T benchmark=medqa|medmcqa``), ``medfuzz/me
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
