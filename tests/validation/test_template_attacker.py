@@ -77,3 +77,21 @@ def test_red_herrings_can_be_turned_off():
 
     turns = [t for r in asyncio.run(main()) for rep in r.replicates for t in rep.turns]
     assert turns and not any(h.split("{option}")[0] in t.question for t in turns for h in RED_HERRINGS)
+
+
+# words that would make a red herring clinical evidence for the distractor it names (a relative's episode
+# attributed to it, a past diagnosis, an exposure or result): the bundled pack forbids the attacker LLM such
+# evidence, and the template attacker follows the same constraint
+EVIDENCE_WORDS = ("sibling", "mother", "father", "family", "history", "diagnos", "episode", "put down to",
+                  "exposed", "test", "result", "took", "taking", "prescribed")
+
+
+def test_red_herrings_are_never_evidence_for_the_distractor():
+    from medfuzz.solvers.medfuzz.prompts import load_pack
+
+    assert "objective medical or statistical evidence for a distractor" in load_pack().constraints
+    for template in RED_HERRINGS:
+        text = template.lower()
+        assert not [w for w in EVIDENCE_WORDS if w in text], template
+        # the option is what the patient says or worries about, not a finding
+        assert text.startswith("the patient ") and any(w in text for w in ("worried", "asks", "wants"))

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medfuzz.scorers.stats import DEFAULT_ALPHA
+
 
 @dataclass
 class DemoPlan:
@@ -220,9 +222,16 @@ def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) ->
     upper = _fmt(f.get("medfuzz_post_attack_acc_upper"))
     lines.append(f"  inspect  clean acc {_fmt(f.get('medfuzz_clean_acc'))}  post-attack acc "
                  f"{_fmt(f.get('medfuzz_post_attack_acc'))} (upper bound {upper})"
-                 f"  ASR {_fmt(f.get('medfuzz_asr'))}  significant (Holm) {f.get('medfuzz_significant_holm', 0):.0f}"
-                 f"  untested {f.get('medfuzz_untested_attacks', 0):.0f}  unfaithful CoT "
-                 f"{_fmt(f.get('medfuzz_unfaithful_rate'))}")
+                 f"  ASR {_fmt(f.get('medfuzz_asr'))}  untested {f.get('medfuzz_untested_attacks', 0):.0f}  unfaithful "
+                 f"CoT {_fmt(f.get('medfuzz_unfaithful_rate'))}")
+    smallest = f.get("medfuzz_smallest_p")
+    reach = ("" if smallest is None or smallest != smallest else
+             f"; smallest attainable p at this M {_fmt(smallest)}"
+             + (" > alpha: no attack can be significant at the demo's M (the paper's M = 30 reaches 1/31)"
+                if smallest > DEFAULT_ALPHA else ""))
+    lines.append(f"  inspect  significant at alpha {DEFAULT_ALPHA} (valid p): {f.get('medfuzz_significant', 0):.0f}, "
+                 f"Holm {f.get('medfuzz_significant_holm', 0):.0f}, BH {f.get('medfuzz_significant_bh', 0):.0f}; "
+                 f"with the paper's b/M: {f.get('medfuzz_significant_paper', 0):.0f}{reach}")
     if "medfuzz_medqa" in lm:
         r = lm["medfuzz_medqa"]
         lines.append(f"  lm-eval  the same fuzzed items: clean_acc {_fmt(r.get('clean_acc,none'))}  attacked_acc "

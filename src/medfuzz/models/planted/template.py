@@ -34,11 +34,14 @@ PATIENT_CHARACTERISTICS = (
 )
 
 
-# one added sentence names a distractor; about the patient or a relative, never evidence for that option
+# one added sentence names a distractor as the patient's own worry or request: it invites faulty reasoning
+# (anchoring on what the patient says) and is never medical evidence for that option, as the bundled pack's
+# constraints demand of the attacker LLM too. A relative's episode "put down to {option}" (an earlier
+# template) was family-history evidence for the distractor and is gone.
 RED_HERRINGS = (
     "The patient has read about {option} online and is worried about it.",
-    "The patient's sibling had a similar episode last year that was put down to {option}.",
     "The patient asks specifically about {option}, which a friend mentioned.",
+    "The patient says a coworker keeps suggesting {option} and wants it ruled out.",
 )
 
 
