@@ -8,8 +8,9 @@ Prints two tables (a benchmark, not a test):
    alternative it is p0 - U(0.15, 0.6). Each control fails (no usable control) with probability ``--fail``.
    Both policies see the same control stream; the sequential one scores it in batches of ``control_batch``
    and stops as ``scorers.stats.sequential_decision`` says, its p-value is ``permutation_p_value(...,
-   stop_at=h)`` (Besag-Clifford); the fixed one scores all M (paper). Decision = significant at alpha and
-   tested (>= ``min_controls`` usable controls or h exceedances).
+   stop_at=h)`` (Besag-Clifford h/l, else (b+1)/(M+1)); the fixed one scores all M, p = (b+1)/(M+1).
+   Decision = valid p <= alpha and tested (>= ``min_controls`` usable controls or h exceedances). The two
+   valid tests can disagree: the sequential one also rejects when its h-th exceedance comes after draw h/alpha.
 2. The MedFuzz engine with scripted actors on one item: target calls of Algorithm 2 per item with p-hat of
    the original shared by the item's replicates (now) and as before (each replicate paid for its own).
 
@@ -23,7 +24,7 @@ import asyncio
 
 import numpy as np
 
-from medfuzz.scorers.stats import permutation_p_value, sequential_decision, stop_exceedances
+from medfuzz.scorers.stats import permutation_p_value, sequential_decision, significant, stop_exceedances
 
 M, ALPHA = 30, 0.05
 
@@ -40,14 +41,14 @@ def decide(p0: float, pa: float, stream: list[float | None], policy: str, batch:
         if policy == "sequential":
             test = permutation_p_value(p0, pa, usable) if usable else None
             g = test.exceedances if test else 0
-            if sequential_decision(g, len(usable), M - attempted, h, ALPHA, min_controls) is not None:
+            if sequential_decision(g, len(usable), M - attempted, h, min_controls) is not None:
                 break
     usable = [c for c in stream[:attempted] if c is not None]
     test = permutation_p_value(p0, pa, usable, stop_at=h if policy == "sequential" else None)
     if test is None:
         return False, attempted, 0
     tested = test.scored >= min_controls or test.exceedances >= h
-    return tested and test.p_value < ALPHA, attempted, len(usable)
+    return tested and significant(test.p_value, ALPHA), attempted, len(usable)
 
 
 def simulate(attacks: int, null_share: float, sd: float, fail: float, batch: int, seed: int) -> dict[str, float]:

@@ -103,7 +103,7 @@ def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
     all_p = [p for sample in log.samples for p in sample.scores["medfuzz_scorer"].metadata["p_values"]]
     assert len(all_p) == 4  # 2 items x 2 successful replicates, all tested
     for name, method in (("medfuzz_significant_holm", "holm"), ("medfuzz_significant_bh", "fdr_bh")):
-        assert metrics[name] == sum(multipletests(all_p, method=method)[1] < 0.05)
+        assert metrics[name] == sum(multipletests(all_p, method=method)[1] <= 0.05)
     assert not math.isnan(metrics["medfuzz_unfaithful_rate"])
     assert metrics["medfuzz_misses_some_rate"] >= metrics["medfuzz_unfaithful_rate"]
     assert metrics["medfuzz_post_attack_acc_upper"] == 0.0 and metrics["medfuzz_attack_error_share"] == 0.0
@@ -122,6 +122,48 @@ def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
     assert [r["significance"]["p0_shared"] for r in score.metadata["replicates"]] == [False, True]
     # a separate attacker role: recorded as such
     assert score.metadata["config"]["attacker_is_target"] is False and sample.metadata["attacker_is_target"] is False
+
+
+def test_alpha_of_the_run_reaches_every_count_metric_and_report_number(medqa_file, tmp_path, caplog):
+    """-T alpha=0.01 against the default 0.05 on the same run: every significance count moves with it."""
+    from medfuzz.report.medfuzz import render
+    from tests.medfuzz.test_medfuzz_sequential import control_writer, probabilities
+
+    results = {}
+    for alpha in (0.05, 0.01):
+        # no control moves p-hat as far as the attack: every valid p-value is 1/31 = 0.032, the paper's b/M 0
+        ACTORS["target"] = Target(weak_spots=("clue1",), probabilities=probabilities)
+        ACTORS["attacker"] = Attacker(controls=control_writer(set()))
+        with caplog.at_level("WARNING"):
+            task = medfuzz_medqa(data=str(medqa_file), turns=1, replicates=2, exemplars=0, controls=30,
+                                 option_orders=1, pvalue_prompt="direct", alpha=alpha)
+        [log] = inspect_eval(task, model="medfuzz-actors/target", model_roles={"attacker": "medfuzz-actors/attacker"},
+                             log_dir=str(tmp_path / f"logs{alpha}"), display="none")
+        assert log.status == "success", log.error
+        metrics = {name: m.value for s in log.results.scores for name, m in s.metrics.items()}
+        render([Path(log.location)], tmp_path / f"report{alpha}")
+        with open(tmp_path / f"report{alpha}" / "medfuzz_summary.csv") as handle:
+            import csv
+
+            [summary] = list(csv.DictReader(handle))
+        results[alpha] = (metrics, summary)
+    strict, loose = results[0.01], results[0.05]
+    names = ("medfuzz_significant", "medfuzz_significant_holm", "medfuzz_significant_bh", "medfuzz_significant_paper")
+    # the first item's 2 attacks are tested at p = 1/31 (the scripted controls fit only that item: the other's
+    # 2 attacks are untested): unadjusted and BH reject both at 0.05 (Holm needs 1/31 <= 0.05/2: no); none at
+    # 0.01; the paper's b/M = 0 rejects both at either level
+    assert [loose[0][n] for n in names] == [2, 0, 2, 2] and [strict[0][n] for n in names] == [0, 0, 0, 2]
+    assert loose[0]["medfuzz_untested_attacks"] == 2
+    assert loose[0]["medfuzz_smallest_p"] == pytest.approx(1 / 31) and loose[0]["medfuzz_holm_attainable"] == 0.0
+    assert loose[0]["medfuzz_bh_attainable"] == 1.0 and strict[0]["medfuzz_bh_attainable"] == 0.0
+    assert loose[0]["medfuzz_controls_for_holm"] == 39 and strict[0]["medfuzz_controls_for_holm"] == 199
+    columns = ("significant", "significant_holm", "significant_bh", "significant_paper")
+    assert [loose[1][c] for c in columns] == ["2", "0", "2", "2"] and strict[1]["alpha"] == "0.01"
+    assert [strict[1][c] for c in columns] == ["0", "0", "0", "2"]
+    assert loose[1]["holm_attainable"] == "False" and loose[1]["smallest_p"] == f"{1 / 31:.4g}"
+    # said before the first call: at 0.01, 1/31 cannot be significant at all; at 0.05 Holm is out of reach
+    text = " ".join(r.getMessage() for r in caplog.records)
+    assert "no attack can be significant" in text and "-T holm_family=4" in text
 
 
 def test_report_from_the_log(medqa_file, tmp_path):

@@ -340,11 +340,18 @@ def warn_attainability(config: MedFuzzConfig, items: int) -> dict[str, Any] | No
     most = items * config.replicates
     reach = attainability(config.max_controls, most, config.alpha)
     largest_family = int(config.alpha * (config.max_controls + 1) + 1e-9)
-    if not reach.holm_attainable:
+    if not reach.bh_attainable:
+        log.warning("MedFuzz: with at most %d controls per attack the smallest valid p-value is 1/%d = %.4f > "
+                    "alpha=%g: no attack can be significant, adjusted or not. Use controls >= %d (the paper's 30 "
+                    "reaches 1/31), or -T holm_family=%d to make Holm over this run's %d possible attacks "
+                    "attainable (up to %d controls per attack).", config.max_controls, config.max_controls + 1,
+                    reach.smallest_p, config.alpha, controls_for_holm(1, config.alpha), most, most,
+                    controls_for_holm(most, config.alpha))
+    elif not reach.holm_attainable:
         log.warning("MedFuzz: with at most %d controls per attack the smallest valid p-value is 1/%d = %.4f, so "
                     "Holm at alpha=%g can reject only in a family of at most %d tested attacks; this run can test "
                     "up to %d. -T holm_family=%d sizes M for that (up to %d controls per attack; null attacks still "
-                    "stop at their first exceedance). Unadjusted and BH counts are unaffected.",
+                    "stop at their first exceedance). Unadjusted and BH counts can be significant as they are.",
                     config.max_controls, config.max_controls + 1, reach.smallest_p, config.alpha, largest_family,
                     most, most, controls_for_holm(most, config.alpha))
     return {**reach.to_dict(), "holm_family_max": largest_family}
