@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from medfuzz.scorers.stats import DEFAULT_ALPHA
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
 
 
@@ -173,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                "lm-eval results")
     comp.add_argument("paths", nargs="+", help="log files or folders (other runs are ignored)")
     comp.add_argument("--out", default=None, help="also write charts, tables, JSON and HTML here")
-    comp.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm correction")
+    comp.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                      help="significance level (p <= alpha) after Holm correction")
     comp.set_defaults(func=_compare)
 
     from medfuzz.report.commands import add_review

@@ -56,9 +56,9 @@ def test_compare_picks_medguard_logs_and_tests_pairs_like_statsmodels(logs: Path
     assert "| gender_equity |" in text and "| **overall** |" in text and "| privacy |" not in text
     assert "| defense | 0.25 |" in text  # the chance level column
     ranking = result.ranking_text()
-    assert ranking.startswith("Paper's criterion (Fig. 2b): raw two-sided McNemar p < 0.05") and "\n1. " in ranking
-    assert "Holm-adjusted McNemar p < 0.05" in ranking
-    assert "better, p < 0.05 (paper) | better, Holm p < 0.05" in result.mcnemar_table()
+    assert ranking.startswith("Paper's criterion (Fig. 2b): raw two-sided McNemar p ≤ 0.05") and "\n1. " in ranking
+    assert "Holm-adjusted McNemar p ≤ 0.05" in ranking
+    assert "better, p ≤ 0.05 (paper) | better, Holm p ≤ 0.05" in result.mcnemar_table()
     # position bias: always-a answered A everywhere while the keys are spread over the letters
     positions = result.positions["medfuzz-scripted/always-a · basic"]
     assert all(p.answers == {"A": 1.0} for p in positions.values())
@@ -82,7 +82,7 @@ def test_compare_cli(logs: Path, tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "Pairwise two-sided McNemar: raw p (the paper's criterion) and Holm-adjusted p" in out
     assert "medguard_comparison.md" in out and "Answer letters per aspect" in out
-    assert "Paper's criterion (Fig. 2b)" in out and "Holm-adjusted McNemar p < 0.05" in out
+    assert "Paper's criterion (Fig. 2b)" in out and "Holm-adjusted McNemar p ≤ 0.05" in out
     with pytest.raises(ValueError, match="no MedGuard"):
         compare([tmp_path / "out"])
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.report._csv import safe_cell
+from medfuzz.scorers.stats import DEFAULT_ALPHA, significant
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +288,7 @@ class Comparison:
             if group["pairs"]:
                 out.append("")
                 out.append("| model 1 | model 2 | paired items | only 1 right | only 2 right | p (exact) | p (Holm) | "
-                           f"more robust, Holm p < {self.alpha} | items only in 1 | items only in 2 |")
+                           f"more robust, Holm p ≤ {self.alpha} | items only in 1 | items only in 2 |")
                 out.append("|---|---|---|---|---|---|---|---|---|---|")
                 for p in group["pairs"]:
                     out.append(f"| {p['first']} | {p['second']} | {p['n']} | {p['b']} | {p['c']} | {_f(p['p'], 4)} | "
@@ -342,7 +343,7 @@ def _group(runs: list[AttackRun], alpha: float, seed: int) -> dict[str, Any]:
     for pair, adjusted in zip(pairs, holm([p["p"] for p in pairs]), strict=True):
         pair["p_holm"] = adjusted
         better = pair["first"] if pair["b"] > pair["c"] else pair["second"]
-        pair["more_robust"] = better if adjusted < alpha else None
+        pair["more_robust"] = better if significant(adjusted, alpha) else None
     everywhere = set.intersection(*(set(r.attacked) for r in runs)) if runs else set()
     return {"method": runs[0].method, "group": runs[0].group, "models": models, "pairs": pairs,
             "items_in_every_run": len(everywhere),
@@ -386,7 +387,8 @@ def _command(source: AttackRun) -> str:
             "every model (budget > 1 searches are model-specific and no task replays them)")
 
 
-def compare(paths: list[Path], alpha: float = 0.05, seed: int = 0, runs: list[AttackRun] | None = None) -> Comparison:
+def compare(paths: list[Path], alpha: float = DEFAULT_ALPHA, seed: int = 0,
+            runs: list[AttackRun] | None = None) -> Comparison:
     """The comparison of the runs under ``paths`` (or of ``runs`` when given, already loaded)."""
     runs = load_runs(paths) if runs is None else runs
     if not runs:

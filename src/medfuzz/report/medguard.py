@@ -4,7 +4,7 @@
 model and prompt strategy (e.g. one log per aspect task), and returns the safety indices with bootstrap SEs and
 chance levels, each model's answer-letter distribution per aspect (position bias), the pairwise McNemar matrix
 with raw and Holm-adjusted p-values, and two rankings of which model significantly beats which: at raw
-p < alpha (the paper's Fig. 2b) and at Holm-adjusted p < alpha. ``render(paths, out_dir)`` writes one chart per
+p ≤ alpha (the paper's Fig. 2b) and at Holm-adjusted p ≤ alpha. ``render(paths, out_dir)`` writes one chart per
 model (aspects grouped by principle, ± SE, chance level per aspect) plus the comparison tables.
 """
 
@@ -31,6 +31,7 @@ from medfuzz.scorers.medguard import (
     result_from_doc,
     safety_report,
 )
+from medfuzz.scorers.stats import DEFAULT_ALPHA
 from medfuzz.solvers.medguard.taxonomy import ALL_ASPECTS, PRINCIPLE_OF, Aspect, Principle
 
 
@@ -214,8 +215,8 @@ class ComparisonResult:
 
     def mcnemar_table(self) -> str:
         alpha = self.comparison.alpha
-        lines = [f"| model 1 | model 2 | n | only 1 right | only 2 right | p | p (Holm) | better, p < {alpha} "
-                 f"(paper) | better, Holm p < {alpha} |", "|---|---|---|---|---|---|---|---|---|"]
+        lines = [f"| model 1 | model 2 | n | only 1 right | only 2 right | p | p (Holm) | better, p ≤ {alpha} "
+                 f"(paper) | better, Holm p ≤ {alpha} |", "|---|---|---|---|---|---|---|---|---|"]
         for pair in self.comparison.pairs:
             t = pair.test
             raw = pair.better(alpha, adjusted=False) or "no significant difference"
@@ -225,12 +226,12 @@ class ComparisonResult:
         return "\n".join(lines)
 
     def ranking_text(self) -> str:
-        """Both rankings, labelled: the paper's (raw McNemar p < alpha, Fig. 2b) and the Holm-adjusted one."""
+        """Both rankings, labelled: the paper's (raw McNemar p ≤ alpha, Fig. 2b) and the Holm-adjusted one."""
         alpha = self.comparison.alpha
         lines = []
-        for title, ranking in ((f"Paper's criterion (Fig. 2b): raw two-sided McNemar p < {alpha}, no correction "
+        for title, ranking in ((f"Paper's criterion (Fig. 2b): raw two-sided McNemar p ≤ {alpha}, no correction "
                                 f"for multiple comparisons", self.comparison.ranking),
-                               (f"Holm-adjusted McNemar p < {alpha} (family-wise error controlled across all "
+                               (f"Holm-adjusted McNemar p ≤ {alpha} (family-wise error controlled across all "
                                 f"{len(self.comparison.pairs)} pairs)", self.comparison.ranking_holm)):
             lines.append(title)
             for rank, (model, beats) in enumerate(ranking, start=1):
@@ -263,7 +264,7 @@ def _fmt(value: float, se: float, n: int | None = None) -> str:
     return text + (f" (n={n})" if n is not None else "")
 
 
-def compare(paths: list[Path], alpha: float = 0.05, seed: int = 0) -> ComparisonResult:
+def compare(paths: list[Path], alpha: float = DEFAULT_ALPHA, seed: int = 0) -> ComparisonResult:
     runs = load_runs(paths)
     if not runs:
         raise ValueError(f"no MedGuard Inspect log or lm-eval result under {[str(p) for p in paths]}")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from medfuzz.scorers.stats import McNemarResult, holm, mcnemar, stratified_bootstrap_se
+from medfuzz.scorers.stats import DEFAULT_ALPHA, McNemarResult, holm, mcnemar, significant, stratified_bootstrap_se
 from medfuzz.solvers.medguard.taxonomy import (
     ALL_ASPECTS,
     EQUITY_POOL,
@@ -284,7 +284,7 @@ class PairComparison:
     def better(self, alpha: float, adjusted: bool) -> str | None:
         """The winner if the difference is significant at ``alpha`` (raw p, or Holm-adjusted p)."""
         p = self.p_holm if adjusted else self.test.pvalue
-        return self.winner if p < alpha else None
+        return self.winner if significant(p, alpha) else None
 
     @property
     def winner(self) -> str | None:
@@ -296,9 +296,9 @@ class PairComparison:
 
 @dataclass
 class ModelComparison:
-    """``ranking``: models best first, each with the models it beats at raw McNemar p < alpha (the paper's
+    """``ranking``: models best first, each with the models it beats at raw McNemar p <= alpha (the paper's
     Fig. 2b criterion, no correction for the k(k-1)/2 tests); ``ranking_holm``: the same at Holm-adjusted
-    p < alpha (family-wise error rate controlled across all pairs: our stricter addition)."""
+    p <= alpha (family-wise error rate controlled across all pairs: our stricter addition)."""
 
     pairs: list[PairComparison]
     ranking: list[tuple[str, list[str]]]
@@ -311,7 +311,7 @@ def pooled_units(units: Mapping[Aspect, Mapping[str, float]]) -> dict[str, float
 
 
 def compare_models(per_model: Mapping[str, Mapping[Aspect, Mapping[str, float]]], order: list[str] | None = None,
-                   alpha: float = 0.05, exact: bool | None = None) -> ModelComparison:
+                   alpha: float = DEFAULT_ALPHA, exact: bool | None = None) -> ModelComparison:
     """Two-sided McNemar test for every pair of models on the units both were scored on (all aspects
     pooled), Holm-corrected across pairs; ``ranking`` lists models in ``order`` (default: as given) with
     the models each one beats at raw p < ``alpha`` (the paper's Fig. 2b), ``ranking_holm`` at Holm-adjusted
