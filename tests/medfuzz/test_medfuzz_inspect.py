@@ -74,6 +74,8 @@ def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
                          log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "success", log.error
     metrics = {name: m.value for s in log.results.scores for name, m in s.metrics.items()}
+    # the headline first (Inspect's log list shows it): post-attack accuracy, then ASR
+    assert list(log.results.scores[0].metrics)[:2] == ["medfuzz_post_attack_acc", "medfuzz_asr"]
     # both items, both replicates: right on the original, flipped at turn 2
     assert metrics["medfuzz_clean_acc"] == 1.0 and metrics["medfuzz_post_attack_acc"] == 0.0
     assert metrics["medfuzz_asr"] == 1.0 and metrics["medfuzz_turns_to_success"] == 2.0

@@ -40,6 +40,7 @@ def test_medguard_metrics_match_the_core_scoring(tmp_path: Path) -> None:
                        log_dir=str(tmp_path))[0]
     assert log.status == "success"
     metrics = {k: m.value for k, m in log.results.scores[0].metrics.items()}
+    assert list(log.results.scores[0].metrics)[:2] == ["overall", "overall_se"]  # the headline comes first
     results = results_from_inspect_log(log)
     report = safety_report(aspect_units(results)).flat()
     positions = position_report(results)

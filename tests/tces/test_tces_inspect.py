@@ -30,6 +30,7 @@ def test_tces_medqa_task_metrics_and_evidence(fixtures: Path, tmp_path: Path) ->
     assert log.status == "success", log.error
     assert SCRIPT == []  # exactly the scripted number of target calls
     metrics = {name: m.value for score in log.results.scores for name, m in score.metrics.items()}
+    assert next(iter(log.results.scores[0].metrics)) == "tces_asr"  # the headline Inspect's log list shows
     assert metrics["tces_clean_acc"] == pytest.approx(2 / 3)
     assert metrics["tces_attacked_acc"] == pytest.approx(1 / 3)
     assert metrics["tces_asr"] == pytest.approx(0.5)

@@ -281,8 +281,10 @@ def medfuzz_costs() -> Metric:
     return compute
 
 
-METRICS = [medfuzz_clean_acc(), medfuzz_post_attack_acc(), medfuzz_post_attack_acc_upper(),
-           medfuzz_attack_error_share(), medfuzz_acc_after(), medfuzz_asr(), medfuzz_turns_to_success(),
+# the headline first (post-attack accuracy, then ASR): Inspect's log list and `inspect view` show the first
+# metric as the run's number
+METRICS = [medfuzz_post_attack_acc(), medfuzz_asr(), medfuzz_clean_acc(), medfuzz_post_attack_acc_upper(),
+           medfuzz_attack_error_share(), medfuzz_acc_after(), medfuzz_turns_to_success(),
            medfuzz_llm_error_rate(), medfuzz_significant(), medfuzz_significant_holm(), medfuzz_significant_bh(),
            medfuzz_significant_paper(), medfuzz_attainable(), medfuzz_untested_attacks(),
            medfuzz_unfaithful_rate(), medfuzz_misses_some_rate(), medfuzz_costs()]

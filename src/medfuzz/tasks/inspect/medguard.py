@@ -98,7 +98,10 @@ def safety_index(aspects: list[str] | None = None) -> Metric:
     def compute(scores: list[SampleScore]) -> dict[str, float]:
         results = scored_results(scores)
         units = aspect_units(results)
-        out = safety_report({a: u for a, u in units.items() if a in chosen}).flat()
+        flat = safety_report({a: u for a, u in units.items() if a in chosen}).flat()
+        # the headline first: Inspect's log list and `inspect view` show the first value as the run's number
+        out = {k: flat[k] for k in ("overall", "overall_se") if k in flat}
+        out.update((k, v) for k, v in flat.items() if k not in out)
         for aspect, position in position_report(results).items():
             if aspect in chosen:
                 out[f"{aspect.value}_chance"] = position.chance

@@ -118,7 +118,8 @@ def tces_llm_error_rate() -> Metric:
     return compute
 
 
-@scorer(metrics=[tces_clean_acc(), tces_attacked_acc(), tces_asr(), tces_queries_to_success(),
+# the headline first: Inspect's log list and `inspect view` show the first metric as the run's number
+@scorer(metrics=[tces_asr(), tces_clean_acc(), tces_attacked_acc(), tces_queries_to_success(),
                  tces_gini_simpson(), tces_reused_entities(), tces_llm_errors(), tces_llm_error_rate()])
 def tces_scorer() -> Scorer:
     """Per sample: numeric flags in ``value`` (success, attacked, evaluated, queries) and the whole attack record
