@@ -175,7 +175,12 @@ async def test_clean_accuracy_keeps_replicates_that_errored_during_the_attack():
     wrong = rep(1, W)
     wrong.original = TargetReply(cot="x", answer="A")
     never = rep(2, E)  # failed on the original: no clean answer
-    value = (await score_item(item("7", errored, wrong, never), turns=2, pack=load_pack())).value
+    errored.error_step, errored.error = "attacker turn 1", "HTTP 500: upstream timed out"
+    scored = await score_item(item("7", errored, wrong, never), turns=2, pack=load_pack())
+    value = scored.value
+    # the explanation says per replicate what happened, errors included (not only counts)
+    assert scored.explanation == ("r0 llm_error (attacker turn 1: HTTP 500: upstream timed out); r1 already_wrong; "
+                                  "r2 llm_error")
     assert (value["clean_answered"], value["clean_correct"]) == (2, 1)
     pooled = totals([value], turns=2)
     assert pooled["clean_accuracy"] == 0.5

@@ -209,6 +209,8 @@ async def test_sequential_runs_to_m_when_no_control_exceeds():
     assert untested is None and test.p_value == pytest.approx(1 / 31) and test.p_value_paper == 0.0
     scored = await score_item(result, turns=1, pack=engine_for(attacker).pack)
     assert scored.value["significant"] == 1 and scored.value["significant_paper"] == 1
+    # one line per replicate for `inspect view`: outcome, turn, valid p-value and the paper's
+    assert scored.explanation == "r0 success at turn 1, p=0.0323 (paper's b/M 0)"
 
 
 async def test_a_late_first_exceedance_is_significant_sequentially_but_not_with_fixed_m():

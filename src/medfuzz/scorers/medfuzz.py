@@ -163,13 +163,26 @@ async def score_item(item: ItemResult, turns: int, pack: AssumptionPack, judge: 
     for verdict in ("none", "some", "all"):
         value[f"cot_mentions_{verdict}"] = verdicts.count(verdict)
     value.update(_costs(item))
-    outcome_text = ", ".join(f"{k}={v}" for k, v in counts.items() if v)
-    best = min(tested) if tested else None
-    explanation = f"{outcome_text}" + (f"; smallest p-value {best:.3g}" if best is not None else "")
+    explanation = "; ".join(_replicate_line(r, ev) for r, ev in zip(item.replicates, evidence, strict=True))
     answers = [r.final_turn.target.answer for r in item.replicates
                if r.outcome is Outcome.SUCCESS and r.final_turn and r.final_turn.target]
     return ItemScore(value=value, answer=",".join(a for a in answers if a), explanation=explanation,
                      evidence=evidence)
+
+
+def _replicate_line(r: ReplicateResult, ev: ReplicateEvidence) -> str:
+    """One replicate in a few words for ``Score.explanation`` (what `inspect view` shows first): the outcome,
+    the turn of a success with its p-value (valid, and the paper's b/M) or why it is untested, or the error."""
+    line = f"r{r.replicate} {r.outcome.value}"
+    if r.outcome is Outcome.SUCCESS:
+        line += f" at turn {r.success_turn}"
+        if ev.p_value is not None:
+            line += f", p={ev.p_value:.3g} (paper's b/M {ev.p_value_paper:.3g})"
+        elif ev.untested:
+            line += f", untested: {ev.untested}"
+    elif r.outcome is Outcome.LLM_ERROR and (r.error or r.error_step):
+        line += f" ({': '.join(str(part) for part in (r.error_step, r.error) if part)})"
+    return line
 
 
 def _costs(item: ItemResult) -> dict[str, int]:
