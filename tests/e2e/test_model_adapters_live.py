@@ -32,10 +32,12 @@ async def test_openai_adapter_gets_letter_logprobs(local_server: LocalServer):
     assert out.text.strip()[0] == max(out.letter_logprobs, key=out.letter_logprobs.get)
 
 
-async def test_openai_adapter_records_unreachable_server_as_error():
+async def test_openai_adapter_stops_on_an_unreachable_server():
+    from medfuzz.models.failures import ModelConfigError
+
     model = OpenAIChatModel(MODEL_ALIAS, base_url="http://127.0.0.1:9/v1", api_key="x", max_retries=0, timeout=5)
-    out = await model.generate(letter_prompt(), max_tokens=4)
-    assert not out.ok and "ConnectionRefusedError" in out.error, out.error
+    with pytest.raises(ModelConfigError, match="ConnectionRefusedError"):
+        await model.generate(letter_prompt(), max_tokens=4)
 
 
 async def test_inspect_adapter_against_local_server(local_server: LocalServer, monkeypatch):

@@ -91,6 +91,32 @@ async def test_configuration_failures_stop_the_run(status: int) -> None:
     assert SECRET not in str(err.value)
 
 
+def test_unreachable_is_the_cause_chain_not_any_connection_error() -> None:
+    from medfuzz.models.failures import config_failure, unreachable
+
+    refused = httpx.ConnectError("All connection attempts failed")
+    refused.__context__ = ConnectionRefusedError(111, "Connection refused")
+    assert unreachable(refused) and isinstance(config_failure(refused), ModelConfigError)
+    reset = httpx.ReadError("peer closed")
+    reset.__context__ = ConnectionResetError(104, "Connection reset by peer")  # a dropped call: transient
+    assert unreachable(reset) is None and config_failure(reset) is None
+    assert config_failure(httpx.ReadTimeout("timed out")) is None
+
+
+def test_baseline_stops_when_the_server_is_unreachable(tmp_path: Path) -> None:
+    from inspect_ai import eval as inspect_eval
+
+    from medfuzz.tasks.inspect.baselines import medqa_clean
+    from tests.scripted_inspect import SCRIPT
+
+    refused = httpx.ConnectError("All connection attempts failed")
+    refused.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    SCRIPT[:] = [refused]
+    log = inspect_eval(medqa_clean(data="demo", limit=1), model="medfuzz-scripted/x", log_dir=str(tmp_path),
+                       display="none")[0]
+    assert log.status == "error" and "cannot reach the model server" in log.error.message
+
+
 async def test_other_failures_are_recorded_with_the_key_redacted() -> None:
     body = {"error": {"message": f"upstream failed for key {SECRET}", "type": "server_error"}}
     out = await _client(lambda request: httpx.Response(500, json=body)).generate(MESSAGES)
@@ -107,17 +133,24 @@ async def test_huge_replies_are_capped() -> None:
     assert out.ok and out.text.startswith("B ") and len(out.text) == MAX_REPLY_CHARS
 
 
-async def test_a_refused_connection_is_named_by_its_root_cause() -> None:
+async def test_a_refused_connection_stops_the_run_named_by_its_root_cause() -> None:
     # the SDK says "Connection error." (through its aiohttp transport even "Request timed out."); the root
-    # cause at the end of the exception chain says what happened
+    # cause at the end of the exception chain says what happened, and nothing listening means every call of
+    # the run would fail the same way: the run stops (like 401/404) instead of recording LLM errors
+    import socket
+
     import openai
 
+    with socket.socket() as probe:  # a port nothing listens on: bind, read the number, close
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     for http_client in (None, "aiohttp"):
         client = openai.DefaultAioHttpClient() if http_client else None
-        model = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", api_key=SECRET, max_retries=0,
+        model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", api_key=SECRET, max_retries=0,
                                 http_client=client)
-        out = await model.generate(MESSAGES)
-        assert not out.ok and "(caused by ConnectionRefusedError: " in out.error, (http_client, out.error)
+        with pytest.raises(ModelConfigError, match=r"cannot reach the model server \(connection refused") as err:
+            await model.generate(MESSAGES)
+        assert "(caused by ConnectionRefusedError: " in str(err.value) and SECRET not in str(err.value)
         await model._client.close()
 
 

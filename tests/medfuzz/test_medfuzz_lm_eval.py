@@ -164,8 +164,10 @@ def test_attack_first_is_cached_and_resumable(tmp_path):
     assert [r.to_dict() for r in first] == [r.to_dict() for r in again]
     assert [r.replicates[0].outcome.value for r in more] == ["success"] * 3
     [good_cache] = list((tmp_path / "cache").glob("medqa-*.jsonl"))
-    other = attack_with_cache("medqa", target_base_url="http://127.0.0.1:9/v1", **{**settings, "seed": 1})
-    assert [r.replicates[0].outcome.value for r in other] == ["llm_error"] * 2  # unreachable: errors, no crash
+    from medfuzz.models.failures import ModelConfigError
+
+    with pytest.raises(ModelConfigError, match="cannot reach the model server"):  # unreachable: the run stops
+        attack_with_cache("medqa", target_base_url="http://127.0.0.1:9/v1", **{**settings, "seed": 1})
     # a connection failure is not a fact about the item: nothing stored, the next run asks again
     assert [p for p in (tmp_path / "cache").glob("medqa-*.jsonl") if p != good_cache] == []
 

@@ -6,14 +6,17 @@ Three kinds of failure (docs/foundation.md, "Failure policy"):
   client or the harness; what survives the retries is an LLM error of that call;
 - *model-side* (empty content, a refusal, an unparseable reply): the engine retries the step a bounded number of
   times with a new seed, then records an LLM error for the unit;
-- *configuration* (401 wrong key, 403 no access, 404 unknown model or endpoint): every call of the run would fail
-  the same way, so the run stops at once with that reason (``ModelConfigError``) instead of finishing with every
-  unit an LLM error.
+- *configuration* (401 wrong key, 403 no access, 404 unknown model or endpoint, and an unreachable server: the
+  connection refused or the host name unknown once the client's own retries are spent): every call of the run
+  would fail the same way, so the run stops at once with that reason (``ModelConfigError``) instead of
+  finishing with every unit an LLM error.
 
 Replies are stored capped (``cap_reply``) so one runaway reply cannot blow up logs and caches.
 """
 
 from __future__ import annotations
+
+import socket
 
 from medfuzz.errors import MedfuzzError
 
@@ -73,11 +76,31 @@ def _cause(err: BaseException) -> BaseException | None:
     return err.__cause__ if err.__cause__ is not None else err.__context__
 
 
+def unreachable(err: BaseException) -> str | None:
+    """Why the server cannot be reached at all, when the chain of causes says so (``None`` otherwise): a refused
+    connection (nothing listens at the base URL) or a host name that does not resolve. A dropped or reset
+    connection, a time-out or a 5xx is not this: those are transient and retried."""
+    cause: BaseException | None = err
+    seen: set[int] = set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused: nothing is listening at the base URL (is the server running, on that port?)"
+        if isinstance(cause, socket.gaierror):
+            return "the server's host name does not resolve (check the base URL)"
+        cause = _cause(cause)
+    return None
+
+
 def config_failure(err: BaseException, secrets: tuple[str | None, ...] = ()) -> ModelConfigError | None:
     """The ``ModelConfigError`` to stop the run with when ``err`` is a configuration failure, else ``None``."""
     code = status_code(err)
     if code not in CONFIG_STATUSES:
-        return None
+        reason = unreachable(err)
+        if reason is None:
+            return None
+        return ModelConfigError(f"model call failed: cannot reach the model server ({reason}); every call would "
+                                f"fail the same way, so the run stops. {describe(err, secrets)}")
     return ModelConfigError(f"model call failed: {CONFIG_STATUSES[code]} (HTTP {code}); "
                             f"every call would fail the same way, so the run stops. {describe(err, secrets)}")
 
