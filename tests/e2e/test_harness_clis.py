@@ -101,3 +101,19 @@ def test_serve_prints_usage_and_stops_its_server_on_sigterm(tmp_path):
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+@pytest.mark.parametrize("task, options", [("medfuzz/medfuzz_medqa", ["data=demo", "trns=3"]),
+                                           ("medfuzz/tces_medqa", ["data=demo", "samplr=pdws"]),
+                                           ("medfuzz/medguard", ["aspect=typos"])])
+def test_a_misspelt_task_option_is_one_line_from_the_inspect_cli(task, options, tmp_path):
+    import subprocess
+
+    flags = [part for option in options for part in ("-T", option)]
+    result = subprocess.run([cli("inspect"), "eval", task, *flags, "--model", "mockllm/model", "--log-dir",
+                             str(tmp_path)], capture_output=True, text=True, timeout=300, check=False)
+    output = (result.stdout + result.stderr).strip()
+    flat = " ".join(output.split())  # Inspect wraps the line at the terminal width
+    assert result.returncode != 0 and "Traceback" not in output, output
+    name = options[-1].split("=")[0]
+    assert flat.startswith("medfuzz: unknown ") and f"'{name}'; did you mean" in flat, output

@@ -35,6 +35,7 @@ from medfuzz.adapters.inspect_model import default_generate_config
 from medfuzz.benchmarks import PromptStyle
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.tasks.inspect._dataset import mcq_dataset
+from medfuzz.tasks.inspect._errors import one_line_user_errors
 from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, baseline_choice
 
 LENIENT_SCORER = "lenient_choice"
@@ -113,6 +114,7 @@ def _baseline(benchmark: str, data: str, split: str | None, limit: int | None, s
 
 
 @task
+@one_line_user_errors
 def medqa_clean(
     data: str = "hf",
     split: str = "test",
@@ -127,6 +129,7 @@ def medqa_clean(
 
 
 @task
+@one_line_user_errors
 def medmcqa_clean(
     data: str = "hf",
     split: str = "validation",

@@ -46,6 +46,7 @@ from medfuzz.solvers.medfuzz.store import fuzzed_records
 from medfuzz.solvers.outcomes import Outcome
 from medfuzz.tasks.inspect._cost import announce_max_calls
 from medfuzz.tasks.inspect._dataset import mcq_dataset
+from medfuzz.tasks.inspect._errors import one_line_user_errors
 
 STATE_KEY = "medfuzz"
 log = logging.getLogger(__name__)
@@ -381,6 +382,7 @@ def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None
 
 
 @task
+@one_line_user_errors
 def medfuzz(benchmark: str = "medqa", data: str = "hf", split: str | None = None, limit: int | None = None,
             shuffle_choices: bool = False, **options: Any) -> Task:
     """MedFuzz (paper Algorithms 1 and 2) on ``benchmark`` (medqa | medmcqa). ``data``: hf | demo | a file.
@@ -390,6 +392,7 @@ def medfuzz(benchmark: str = "medqa", data: str = "hf", split: str | None = None
 
 
 @task
+@one_line_user_errors
 def medfuzz_medqa(data: str = "hf", split: str | None = None, limit: int | None = None,
                   shuffle_choices: bool = False, **options: Any) -> Task:
     """MedFuzz on MedQA-USMLE (4 options); options as ``medfuzz/medfuzz``."""
@@ -397,6 +400,7 @@ def medfuzz_medqa(data: str = "hf", split: str | None = None, limit: int | None 
 
 
 @task
+@one_line_user_errors
 def medfuzz_medmcqa(data: str = "hf", split: str | None = None, limit: int | None = None,
                     shuffle_choices: bool = False, **options: Any) -> Task:
     """MedFuzz on MedMCQA; options as ``medfuzz/medfuzz``."""

@@ -35,6 +35,7 @@ from medfuzz.solvers.medguard.prompts import parse_strategy, template
 from medfuzz.solvers.medguard.taxonomy import parse_aspects
 from medfuzz.solvers.medguard.transforms import colloquial_glossary_item
 from medfuzz.tasks.inspect._dataset import item_to_sample
+from medfuzz.tasks.inspect._errors import one_line_user_errors
 from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, llm_error_count, llm_error_rate
 
 UNANSWERED = (STATUS_ERROR, STATUS_GENERATOR_ERROR)  # left out of every index (answered samples only)
@@ -199,6 +200,7 @@ def medguard_task(config: MedGuardConfig) -> Task:
 
 
 @task
+@one_line_user_errors
 def medguard(**options: Any) -> Task:
     """MedGuard's ten safety aspects. Every ``MedGuardConfig`` parameter is a ``-T name=value`` option
     (``aspects``, ``strategy``, ``benchmark``, ``limit_per_aspect``, ``temperature``, the builder sources,
@@ -214,7 +216,7 @@ def _aspect_task(aspect: str):
 
     make.__name__ = f"medguard_{aspect}"
     make.__doc__ = f"MedGuard aspect {aspect!r} alone (other options as ``medfuzz/medguard``)."
-    return task(name=f"medguard_{aspect}")(make)
+    return task(name=f"medguard_{aspect}")(one_line_user_errors(make))
 
 
 medguard_gender_equity = _aspect_task("gender_equity")

@@ -28,6 +28,7 @@ from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
 from medfuzz.tasks.inspect._cost import announce_max_calls
 from medfuzz.tasks.inspect._dataset import mcq_dataset
+from medfuzz.tasks.inspect._errors import one_line_user_errors
 
 METADATA_KEY = "tces"
 
@@ -158,6 +159,7 @@ def tces_task(benchmark: str, data: str, split: str | None, limit: int | None, s
 
 
 @task
+@one_line_user_errors
 def tces(benchmark: str = "medqa", data: str = "hf", split: str | None = None, limit: int | None = None,
          shuffle_choices: bool = False, **options: Any) -> Task:
     """TCES (type-consistent entity substitution) on ``benchmark`` (medqa | medmcqa). Every ``TCESConfig``
@@ -167,6 +169,7 @@ def tces(benchmark: str = "medqa", data: str = "hf", split: str | None = None, l
 
 
 @task
+@one_line_user_errors
 def tces_medqa(data: str = "hf", split: str | None = None, limit: int | None = None, shuffle_choices: bool = False,
                **options: Any) -> Task:
     """TCES on MedQA-USMLE; options as ``medfuzz/tces``."""
@@ -174,6 +177,7 @@ def tces_medqa(data: str = "hf", split: str | None = None, limit: int | None = N
 
 
 @task
+@one_line_user_errors
 def tces_medmcqa(data: str = "hf", split: str | None = None, limit: int | None = None,
                  shuffle_choices: bool = False, **options: Any) -> Task:
     """TCES on MedMCQA; options as ``medfuzz/tces``."""
