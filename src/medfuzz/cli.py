@@ -29,7 +29,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     from medfuzz.models.local import start_server
 
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, _stop_on_sigterm)
     with start_server(port=args.port, threads=args.threads, context=args.context) as server:
         print(server.usage_text(), flush=True)
         print("\nPress Ctrl-C to stop.", flush=True)
@@ -88,8 +89,12 @@ def _run(command: list[str], env: dict[str, str], log: Path) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    import signal
+
     from medfuzz.tasks.demo import DemoPlan, run_demo
 
+    for stop in (signal.SIGTERM, signal.SIGHUP):  # leave the server's ``with`` block instead of orphaning it
+        signal.signal(stop, _stop_on_sigterm)
     return run_demo(DemoPlan(out=Path(args.out).resolve(), threads=args.threads, limit=args.limit, quick=args.quick))
 
 

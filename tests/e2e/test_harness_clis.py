@@ -103,6 +103,53 @@ def test_serve_prints_usage_and_stops_its_server_on_sigterm(tmp_path):
                 process.kill()
 
 
+def _servers() -> set[str]:
+    import subprocess
+
+    found = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True).stdout.split()
+    return set(found)
+
+
+def _gone(pids: set[str], seconds: float = 20.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not pids & _servers():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_killed_demo_leaves_no_server_running(how, tmp_path):
+    """SIGTERM: the demo stops its server and says where its finished logs are; SIGKILL (no handler can run):
+    the server's parent-death signal stops it."""
+    import signal
+    import subprocess
+
+    pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
+    before = _servers()
+    process = subprocess.Popen([cli("medfuzz"), "demo", "--quick", "--limit", "2", "--out", str(tmp_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        for line in process.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if "Inspect: clean baseline" in line:  # the server is up and answering
+                break
+        started = _servers() - before
+        assert started, "".join(lines)
+        process.send_signal(getattr(signal, how))
+        output = "".join(lines) + process.communicate(timeout=60)[0]
+        if how == "SIGTERM":
+            assert process.returncode == 130 and f"interrupted; finished logs in {tmp_path}" in output, output
+        assert _gone(started), f"the llama server outlived a demo killed by {how}"
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
 @pytest.mark.parametrize("task, options", [("medfuzz/medfuzz_medqa", ["data=demo", "trns=3"]),
                                            ("medfuzz/tces_medqa", ["data=demo", "samplr=pdws"]),
                                            ("medfuzz/medguard", ["aspect=typos"])])

@@ -24,6 +24,8 @@ from medfuzz.paths import cache_dir
 MODEL_ALIAS = "smollm2-135m-instruct"
 INSPECT_SERVICE = "medfuzz"  # Inspect reads MEDFUZZ_BASE_URL / MEDFUZZ_API_KEY for openai-api/medfuzz/...
 LOCAL_API_KEY = "local"
+# what Inspect needs against this single-slot server (printed by ``medfuzz serve``)
+INSPECT_FLAGS = "--max-connections 1 --attempt-timeout 120"
 
 
 def embedded_gguf() -> Path:
@@ -77,7 +79,12 @@ class LocalServer:
             "",
             "Inspect:",
             f"  export {env}",
-            f"  inspect eval medfuzz/medqa_clean --model {self.inspect_model} -T data=demo",
+            f"  inspect eval medfuzz/medqa_clean --model {self.inspect_model} -T data=demo {INSPECT_FLAGS}",
+            f"  inspect eval medfuzz/medfuzz_medqa --model {self.inspect_model} -T data=demo --limit 3 "
+            f"--model-role attacker=medfuzz-template/attacker -T max_tokens_scale=0.25 {INSPECT_FLAGS}",
+            "  (the server answers one request at a time: one connection, and a deadline that covers a reply",
+            "  at ~100 tokens/s on 2 cores; Inspect's defaults, 10 connections and no deadline scaling, queue",
+            "  calls past medfuzz's 20 s per-attempt deadline)",
             "",
             "lm-eval, loglikelihood tasks (e.g. medqa): the same GGUF in-process through llama.cpp",
             "  (this server's echo logprobs are misaligned, so local-completions would score wrongly):",
@@ -108,6 +115,17 @@ class LocalServer:
             self.process.wait(timeout=timeout)
 
 
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask the kernel to send SIGTERM when the parent dies (survives exec)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def launch_server(
     port: int | None = None,
     threads: int = 2,
@@ -135,16 +153,23 @@ def launch_server(
         "--logits_all", "True",
     ]
     log = log_path.open("wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # its own session, so a terminal's Ctrl-C reaches only us (we stop it); and on Linux a parent-death signal,
+    # so that it never outlives us even when we are killed outright (SIGKILL, a test's time-out)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                               preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     server = LocalServer(process=process, port=port, model_path=model_path, log_path=log_path)
     deadline = time.monotonic() + startup_timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-2000:]
-            raise ModelUnavailableError(f"the model server exited with code {process.returncode}:\n{tail}")
-        if server.healthy():
-            return server
-        time.sleep(0.5)
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise ModelUnavailableError(f"the model server exited with code {process.returncode}:\n{tail}")
+            if server.healthy():
+                return server
+            time.sleep(0.5)
+    except BaseException:  # Ctrl-C / SIGTERM while it starts: do not leave it running
+        server.stop()
+        raise
     server.stop()
     raise ModelUnavailableError(f"the model server did not answer within {startup_timeout:.0f}s; log: {log_path}")
 

@@ -107,9 +107,12 @@ def run_inspect(plan: DemoPlan, server: Any, started: float) -> dict[str, Path]:
         roles = {"attacker": "medfuzz-template/attacker"} if label == "medfuzz" else None
         # one sample at a time: the llama.cpp server answers one request at a time anyway, and consecutive
         # queries about the same item then reuse its prompt cache (a TCES query differs in one option only)
-        [log] = inspect_eval(task, model=server.inspect_model, model_roles=roles, log_dir=str(logs),
-                             display="none", max_tokens=32, seed=0, temperature=0.0, max_samples=1,
-                             max_connections=1)
+        ran = inspect_eval(task, model=server.inspect_model, model_roles=roles, log_dir=str(logs),
+                           display="none", max_tokens=32, seed=0, temperature=0.0, max_samples=1,
+                           max_connections=1)
+        if not ran or ran[0].status == "cancelled":  # Inspect ends a run on Ctrl-C and returns what it has
+            raise KeyboardInterrupt
+        log = ran[0]
         if log.status != "success":
             raise SystemExit(f"Inspect {label} ended with status {log.status}: {log.error}")
         found[label] = Path(log.location)
@@ -250,10 +253,14 @@ def run_demo(plan: DemoPlan) -> int:
     started = time.monotonic()
     plan.out.mkdir(parents=True, exist_ok=True)
     _phase("starting the embedded model (SmolLM2-135M-Instruct, llama.cpp server)", started)
-    with start_server(threads=plan.threads, log_path=plan.out / "server.log") as server:
-        inspect_logs = run_inspect(plan, server, started)
-    # lm-eval runs the same GGUF in-process (the server's echo logprobs are misaligned, docs/foundation.md)
-    lm_eval_out = run_lm_eval(plan, inspect_logs.get("medfuzz"), started)
+    try:
+        with start_server(threads=plan.threads, log_path=plan.out / "server.log") as server:
+            inspect_logs = run_inspect(plan, server, started)
+        # lm-eval runs the same GGUF in-process (the server's echo logprobs are misaligned, docs/foundation.md)
+        lm_eval_out = run_lm_eval(plan, inspect_logs.get("medfuzz"), started)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (the CLI turns them into this); the server is stopped
+        print(f"\n[{time.monotonic() - started:6.1f}s] interrupted; finished logs in {plan.out}", flush=True)
+        return 130
     _phase("medfuzz report", started)
     written = render_all([plan.out / "inspect", lm_eval_out], plan.out / "report")
     for line in summary(plan, inspect_logs, lm_eval_out):
