@@ -127,3 +127,11 @@ def test_no_medguard_check_accepts_every_value(items):
     for check in validate_medguard(n=100):
         assert not (check.low <= 0 and check.high >= 1), check.statistic
         assert check.low <= check.high
+
+
+def test_the_consistency_checks_fail_when_equity_units_collapse(monkeypatch, items):
+    """With one run the race-equity interval was [0, 0.67]: a scorer that never found a unit consistent passed.
+    Pooled over replicate runs it fails."""
+    monkeypatch.setattr(scorer, "_same", lambda choices: False)
+    checks = [c for c in sampling_checks(items) if "equity consistency" in c.statistic]
+    assert len(checks) == 2 and not any(c.passed for c in checks), "\n" + format_table(checks)

@@ -206,23 +206,32 @@ def _consistency(items: Sequence[MCQItem], p: float, power: int) -> float:
     return sum(values) / len(values)
 
 
-def sampling_checks(items: Sequence[MCQItem], p: float = 0.7, p2: float = 0.45, seed: int = 0) -> list[Check]:
+def sampling_checks(items: Sequence[MCQItem], p: float = 0.7, p2: float = 0.45, seed: int = 0,
+                    replicates: int = 20) -> list[Check]:
+    """``replicates`` independent runs of the p-model are pooled for the accuracy and consistency checks: with
+    one run, the small aspects (8 multilingual items, 12 race units) gave intervals like [0.125, 1] and
+    [0, 0.67], which a collapse to 1 or to 0 would pass. The SE and McNemar checks use the first run."""
     base = PlantedSpec().with_target(data="none", accuracy="constant", noise=0.0, delta=0.0)
     target = PlantedTarget(base.with_target(constant=p), items)
     unknown = [i.id for i in items if target.identify(_shown(i)) is None]
     if unknown:
         raise RuntimeError(f"the planted target does not recognise MedGuard items {unknown[:5]}")
-    units = aspect_units(ask_all(target, items, seed))
+    runs = [aspect_units(ask_all(target, items, seed if r == 0 else derive_seed(seed, f"replicate:{r}")))
+            for r in range(replicates)]
+    units = runs[0]
     checks = []
     for aspect, values in units.items():
-        n = len(values)
         if aspect is Aspect.GENDER_EQUITY:
             planted, label = _consistency(items, p, 2), "gender-equity consistency = Σ P(j)²"
         elif aspect is Aspect.RACE_EQUITY:
             planted, label = _consistency(items, p, 4), "race-equity consistency = Σ P(j)⁴"
         else:
             planted, label = p, f"{aspect.value} accuracy"
-        checks.append(proportion_check(METHOD, f"p={p} model: {label}", planted, int(sum(values.values())), n))
+        # units of one run are independent given the plant, and so are the runs: the pooled count is a sum
+        # of independent Bernoullis (Poisson-binomial where equity cases differ in k, narrower than the binomial)
+        hits = sum(int(sum(run[aspect].values())) for run in runs)
+        checks.append(proportion_check(METHOD, f"p={p} model: {label}", planted, hits, len(values) * replicates,
+                                       note=f"{len(values)} units x {replicates} runs"))
     report = safety_report(units, seed=seed, n_resamples=N_RESAMPLES)
     worst, worst_name = 0.0, ""
     for aspect, index in report.aspects.items():
