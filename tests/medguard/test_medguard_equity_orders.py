@@ -47,7 +47,8 @@ def _expected(cases: int, k: int) -> dict[Aspect, int]:
             Aspect.RACE_EQUITY: rounded(cases * len(SEXES) / k**3)}
 
 
-@pytest.mark.parametrize("strata", [[(4, 8)], [(5, 3), (4, 3)], [(2, 9)], [(3, 11)], [(4, 17), (5, 33)], [(6, 7)]])
+@pytest.mark.parametrize("strata", [[(4, 8)], [(5, 3), (4, 3)], [(2, 9)], [(3, 11)], [(4, 17), (5, 33)], [(6, 7)],
+                                    [(8, 5)], [(10, 6)]])
 def test_every_letter_is_consistent_on_chance_times_units_rounded_in_every_prefix(tmp_path: Path, strata) -> None:
     items = build(BuildConfig(seed=5, equity=str(_cases(tmp_path / "c.jsonl", strata))), "equity").items
     total = sum(count for _, count in strata)
