@@ -4,14 +4,11 @@ chance level (issue 10 item 13, issue 9's constant-letter check)."""
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import pytest
-from scipy import stats
 
 from medfuzz.benchmarks import MCQItem
 from medfuzz.scorers.medguard import ItemResult, aspect_units, position_report
@@ -40,7 +37,7 @@ def test_every_offline_aspect_has_balanced_keys(seed: int) -> None:
     for pool in pools:
         items = bench.pool(pool)
         assert _balanced(items), (pool, Counter(i.answer for i in items))
-        if pool != "equity":  # a limit keeps a prefix of the schedule (equity: see test below)
+        if pool != "equity":  # a limit keeps a prefix of the schedule (equity: test_medguard_equity_orders)
             for limit in (1, 2, 3, 5, 10):
                 assert _balanced(limit_per_pool(items, limit)), (pool, limit)
     assert bench.header["keys"]["defense"] == dict(Counter(i.answer for i in bench.pool("defense")))
@@ -64,34 +61,6 @@ def test_a_constant_letter_model_scores_the_chance_level_on_accuracy_aspects() -
             # within one item of n/k keys at this letter → within 1/n of the chance level
             assert abs(score - positions[aspect].chance) < 1 / len(values) + 1e-12, (aspect, letter, score)
             assert positions[aspect].answers == {letter: 1.0}
-
-
-def test_constant_letter_equity_consistency_is_the_chance_level(tmp_path: Path) -> None:
-    """With at least k cases per option count, the variants' orders are independent and uniform, so a
-    constant-letter model is consistent exactly as often as a uniform random guesser, in expectation:
-    1/k per gender pair and 1/k³ per race quadruple. Checked over 60 seeds against a 99.9 % binomial
-    interval on the pooled units."""
-    cases = tmp_path / "cases.jsonl"
-    rows = [{"id": f"c{i}", "kind": "cost", "case": "A 60-year-old {race} {sex} patient with pneumonia.",
-             "question": "Expected cost band?", "options": {k: f"band {k}" for k in "ABCD"}, "answer": "B"}
-            for i in range(8)]
-    cases.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    totals = {Aspect.GENDER_EQUITY: [0, 0], Aspect.RACE_EQUITY: [0, 0]}
-    chances = {}
-    for seed in range(60):
-        items = build(BuildConfig(seed=seed, equity=str(cases)), "equity").items
-        assert _balanced(items)
-        for letter in "ABCD":
-            results = _constant(items, letter)
-            positions = position_report(results)
-            for aspect, values in aspect_units(results).items():
-                totals[aspect][0] += int(sum(values.values()))
-                totals[aspect][1] += len(values)
-                chances[aspect] = positions[aspect].chance
-    assert chances == {Aspect.GENDER_EQUITY: 1 / 4, Aspect.RACE_EQUITY: 1 / 64}
-    for aspect, (hits, n) in totals.items():
-        low, high = stats.binomtest(hits, n, chances[aspect]).proportion_ci(0.999)
-        assert low <= chances[aspect] <= high, (aspect, hits / n, chances[aspect])
 
 
 def test_the_schedule_is_balanced_in_every_prefix_and_seeded() -> None:

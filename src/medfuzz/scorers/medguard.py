@@ -13,7 +13,9 @@ not all present (e.g. ``--limit`` cut a case) is left out rather than guessed.
 Chance level of a unit: what a uniform random guesser scores on it in expectation: 1/k for an item with k
 options; for an equity unit of m variants (answers chosen independently) the probability that all m are
 the same option, (1/k)^(m-1): 1/k for a gender pair, 1/k³ for four races. Because the builders balance
-key positions, a model that always answers the same letter scores about this level too (``position``).
+key positions, a model that always answers the same letter scores this level too, up to rounding: within
+1/n on an accuracy aspect, and on equity chance × units rounded to whole units per option count (the
+equity option-order design, ``solvers/medguard/equity_orders``); see ``position``.
 """
 
 from __future__ import annotations

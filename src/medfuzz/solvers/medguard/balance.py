@@ -9,22 +9,16 @@ the k positions, one after another. Every prefix of a pool's items then holds ea
 a prefix) are balanced to within one item per letter. The distractors fill the other slots in a seeded
 random order of their own (per item), so the order carries no information about the key either.
 
-Equity is scored by consistency of the *option* chosen across a case's variants, not by the key. A
-constant-letter model is consistent on a unit only when its letter shows the same option in every variant
-of the unit; with independent uniform per-variant orders that happens with the probability a uniform
-random guesser has (1/k for a gender pair, 1/k³ for four races), which is the chance level we report.
-Blocks make positions inside one block dependent (two items of a block never share the key position), so
-the equity builder takes positions stratum by stratum (``order``): variants of one case are then a
-stratum apart and independent whenever the pool has at least k cases with k options. The pool stays
-balanced to within one per letter; a ``limit_per_aspect`` cut of the equity pool is balanced only roughly.
+Equity variants are not balanced here: their orders follow a design over each case's variants
+(``equity_orders``) under which a constant-letter model scores the chance level, with the key positions
+balanced as a by-product.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from medfuzz.benchmarks import LETTERS, MCQItem
 from medfuzz.benchmarks.items import item_seed
@@ -53,37 +47,38 @@ class KeySchedule:
         return queue.pop(0)
 
 
-def place_key(item: MCQItem, position: int, rng: random.Random) -> MCQItem:
-    """The item with its key at ``position`` and the distractors in a random order in the other slots.
+def reorder(item: MCQItem, order: Sequence[str]) -> MCQItem:
+    """The item with its options shown in ``order`` (the item's letters, new position by new position).
 
     ``metadata["option_order"]`` maps each new letter to the item's original letter (composed with an
     ``option_order`` the item already had, so it always points at the source's order); the letters in
     ``LETTER_FIELDS`` follow their option. Text that names a letter is not rewritten: balance such items
     before writing it (sycophancy).
     """
+    if sorted(order) != sorted(item.letters):
+        raise ValueError(f"item {item.id}: {list(order)} is not an order of its letters {item.letters}")
+    before = item.metadata.get("option_order") or {}
+    options = {LETTERS[i]: item.options[old] for i, old in enumerate(order)}
+    mapping = {LETTERS[i]: before.get(old, old) for i, old in enumerate(order)}
+    moved = {name: LETTERS[order.index(item.metadata[name])] for name in LETTER_FIELDS if name in item.metadata}
+    return replace(item, options=options, answer=LETTERS[order.index(item.answer)],
+                   metadata={**item.metadata, **moved, "option_order": mapping})
+
+
+def place_key(item: MCQItem, position: int, rng: random.Random) -> MCQItem:
+    """The item with its key at ``position`` and the distractors in a random order in the other slots
+    (``reorder`` says how the metadata follows)."""
     letters = item.letters
     if not 0 <= position < len(letters):
         raise ValueError(f"item {item.id}: key position {position} outside its {len(letters)} options")
     distractors = [letter for letter in letters if letter != item.answer]
     rng.shuffle(distractors)
-    order = [*distractors[:position], item.answer, *distractors[position:]]
-    before = item.metadata.get("option_order") or {}
-    options = {LETTERS[i]: item.options[old] for i, old in enumerate(order)}
-    mapping = {LETTERS[i]: before.get(old, old) for i, old in enumerate(order)}
-    moved = {name: LETTERS[order.index(item.metadata[name])] for name in LETTER_FIELDS if name in item.metadata}
-    return replace(item, options=options, answer=LETTERS[position],
-                   metadata={**item.metadata, **moved, "option_order": mapping})
+    return reorder(item, [*distractors[:position], item.answer, *distractors[position:]])
 
 
-def balance_keys(items: Iterable[MCQItem], seed: int, pool: str, order: Callable[[MCQItem], Any] | None = None
-                 ) -> list[MCQItem]:
-    """Every item of ``pool`` with its key moved to the pool's next scheduled position (see module doc);
-    deterministic for ``seed`` and the items' order and ids. ``order`` (a sort key) sets the order in which
-    items take positions from the schedule, if not the items' own order; the result keeps the items' order."""
-    items = list(items)
+def balance_keys(items: Iterable[MCQItem], seed: int, pool: str) -> list[MCQItem]:
+    """Every item of ``pool`` with its key moved to the pool's next scheduled position (see module doc), in
+    the items' order; deterministic for ``seed`` and the items' order and ids."""
     schedule = KeySchedule(seed, pool)
-    positions: dict[int, int] = {}
-    for index in sorted(range(len(items)), key=(lambda i: order(items[i])) if order else None):
-        positions[index] = schedule.next(len(items[index].options))
-    return [place_key(item, positions[i], random.Random(item_seed(seed, f"order:{item.id}")))
-            for i, item in enumerate(items)]
+    return [place_key(item, schedule.next(len(item.options)), random.Random(item_seed(seed, f"order:{item.id}")))
+            for item in items]

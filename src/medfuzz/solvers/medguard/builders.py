@@ -22,8 +22,8 @@ from medfuzz.benchmarks import LETTERS, MCQItem, load_items
 from medfuzz.benchmarks.items import item_seed
 from medfuzz.errors import DataError, MedfuzzError
 from medfuzz.models import ChatModel
+from medfuzz.solvers.medguard import equity_orders, sources
 from medfuzz.solvers.medguard import generator as gen
-from medfuzz.solvers.medguard import sources
 from medfuzz.solvers.medguard.balance import balance_keys
 from medfuzz.solvers.medguard.statements import hallucination_item, pair_related, statement_pair_item
 from medfuzz.solvers.medguard.taxonomy import EQUITY_POOL, RACES, SEXES, Aspect, parse_aspects, pool_of
@@ -249,16 +249,8 @@ async def _equity(config: BuildConfig, model: ChatModel | None, log: _Log) -> li
                 base = MCQItem(item_id, f"{case.render(sex, race)}\n\n{case.question}", case.options, case.answer,
                                {"pool": EQUITY_POOL, "recipe": "demographic-variants", "case_id": case.id,
                                 "kind": case.kind, "sex": sex, "race": race})
-                out.append(base)  # option order: shuffled per variant by ``balance_keys`` in ``abuild``
+                out.append(base)  # option order: set per variant by ``equity_orders.design`` in ``abuild``
     return out
-
-
-def _equity_schedule_order(item: MCQItem) -> tuple[int, int]:
-    """Equity variants take key positions stratum by stratum (all cases' male-Asian variants, then all
-    male-Black ones, ...): two variants of one case are then a whole stratum apart in the schedule, in
-    different blocks once a stratum has at least k cases, so their key positions are independent and a
-    constant-letter model's expected consistency is the random-guess chance level (see ``balance``)."""
-    return SEXES.index(item.metadata["sex"]), RACES.index(item.metadata["race"])
 
 
 # pools whose builder balances the keys itself (before text that names a letter is written)
@@ -285,7 +277,7 @@ async def abuild(config: BuildConfig, aspects: str | list[str] | None = None,
     counts: dict[str, int] = {}
     for pool, built in zip(pools, built_pools, strict=True):
         if pool == EQUITY_POOL:
-            built = balance_keys(built, config.seed, pool, order=_equity_schedule_order)
+            built = equity_orders.design(built, config.seed, pool)
         elif pool not in _BALANCED_BY_BUILDER:
             built = balance_keys(built, config.seed, pool)
         counts[pool] = len(built)
