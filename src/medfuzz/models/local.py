@@ -82,8 +82,9 @@ class LocalServer:
             f"  inspect eval medfuzz/medqa_clean --model {self.inspect_model} -T data=demo {INSPECT_FLAGS}",
             f"  inspect eval medfuzz/medfuzz_medqa --model {self.inspect_model} -T data=demo --limit 3 "
             f"--model-role attacker=medfuzz-template/attacker -T replicates=1 -T turns=3 -T option_orders=1 "
-            f"-T pvalue_prompt=direct -T max_tokens_scale=0.25 {INSPECT_FLAGS}",
-            "  (MedFuzz at the paper's settings makes up to ~3,000 calls per item: minutes per item here)",
+            f"-T pvalue_prompt=direct -T max_tokens_scale=0.25 -T require_confidences=false {INSPECT_FLAGS}",
+            "  (a 135M model cannot write the 1-5 confidences the paper's target gives: require_confidences=false",
+            "  keeps its raw text; MedFuzz at the paper's settings makes up to ~3,000 calls per item)",
             "  (the server answers one request at a time: one connection, and a deadline that covers a reply",
             "  at ~100 tokens/s on 2 cores; Inspect's defaults, 10 connections and no deadline scaling, queue",
             "  calls past medfuzz's 20 s per-attempt deadline)",
