@@ -94,4 +94,4 @@ def test_red_herrings_are_never_evidence_for_the_distractor():
         text = template.lower()
         assert not [w for w in EVIDENCE_WORDS if w in text], template
         # the option is what the patient says or worries about, not a finding
-        assert text.startswith("the patient ") and any(w in text for w in ("worried", "asks", "wants"))
+        assert text.startswith("the patient ") and any(w in text for w in ("worried", "asks", "wants", "insists"))

@@ -232,6 +232,10 @@ def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) ->
              f"; smallest attainable p at this M {_fmt(smallest)}"
              + (" > alpha: no attack can be significant at the demo's M (the paper's M = 30 reaches 1/31)"
                 if smallest > DEFAULT_ALPHA else ""))
+    asr = f.get("medfuzz_asr")
+    if asr is None or math.isnan(asr) or asr == 0:  # say so in words, not only as a number
+        lines.append("  inspect  no attack succeeded in this run: SmolLM2 kept its answers on every attacked item (the "
+                     "template adds patient details, never evidence for a distractor)")
     lines.append(f"  inspect  significant at alpha {DEFAULT_ALPHA} (valid p): {f.get('medfuzz_significant', 0):.0f}, "
                  f"Holm {f.get('medfuzz_significant_holm', 0):.0f}, BH {f.get('medfuzz_significant_bh', 0):.0f}; "
                  f"with the paper's b/M: {f.get('medfuzz_significant_paper', 0):.0f}{reach}")

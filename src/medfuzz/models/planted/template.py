@@ -42,6 +42,7 @@ RED_HERRINGS = (
     "The patient has read about {option} online and is worried about it.",
     "The patient asks specifically about {option}, which a friend mentioned.",
     "The patient says a coworker keeps suggesting {option} and wants it ruled out.",
+    "The patient is convinced it is {option} and insists on it.",
 )
 
 
