@@ -1,39 +1,21 @@
 """What every medfuzz lm-eval hook shares: reading options, loading items, turning an item into a doc.
 
 lm-eval calls a task's ``custom_dataset`` hook with ``--metadata`` merged with ``--model_args`` and the
-task's own ``dataset_kwargs`` (which fix the benchmark, the entity type or the aspect per task). One
-``--metadata`` reaches every task of a run, so an option may be prefixed with the task family or the
-benchmark to aim it at one (``medqa_data``, ``tces_sampler``, ``medguard_seed``): the prefixed value wins over
-the plain one. Method parameters go through the method's config (``*.from_options``), with the same names
-and defaults as the Inspect tasks.
+task's own ``dataset_kwargs`` (which fix the benchmark, the entity type or the aspect per task). The options
+are read by ``medfuzz.tasks.lm_eval._options.read_options`` (known names only; prefixes aim an option at one
+task family or benchmark). Method parameters go through the method's config (``*.from_options``), with the
+same names and defaults as the Inspect tasks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from medfuzz.benchmarks import MCQItem, load_items
 from medfuzz.benchmarks.items import item_seed
 from medfuzz.benchmarks.prompts import completion_prompt, letter_prompt
-from medfuzz.options import ConfigError, as_bool
-
-
-def scoped(kwargs: Mapping[str, Any], *prefixes: str) -> dict[str, Any]:
-    """The options with ``<prefix>_name`` folded onto ``name``; later prefixes win over earlier ones."""
-    options = {k: v for k, v in kwargs.items()}
-    for prefix in prefixes:
-        for key, value in kwargs.items():
-            if key.startswith(f"{prefix}_"):
-                options[key[len(prefix) + 1:]] = value
-    return options
-
-
-def strict_scoped(kwargs: Mapping[str, Any], prefix: str, known: Sequence[str]) -> None:
-    """An option aimed at a task family by its prefix must be one it knows (plain names may belong to others)."""
-    for key in kwargs:
-        if key.startswith(f"{prefix}_") and key[len(prefix) + 1:] not in known:
-            raise ConfigError(f"unknown {prefix} option {key!r}; known: {', '.join(sorted(known))}")
+from medfuzz.options import as_bool
 
 
 def benchmark_items(benchmark: str, options: Mapping[str, Any]) -> list[MCQItem]:

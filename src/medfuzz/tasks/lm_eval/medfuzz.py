@@ -44,13 +44,14 @@ from typing import Any
 from medfuzz.benchmarks import MCQItem, load_items
 from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.errors import DataError
-from medfuzz.models.openai_compat import DEFAULT_MAX_CONNECTIONS
+from medfuzz.models.openai_compat import DEFAULT_MAX_CONNECTIONS, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from medfuzz.options import ConfigError, as_bool, check
 from medfuzz.scorers import stats
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, fuzzed_records, read_fuzzed
-from medfuzz.tasks.lm_eval._docs import dataset, scoped
+from medfuzz.tasks.lm_eval._docs import dataset
+from medfuzz.tasks.lm_eval._options import read_options
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ def _read_fuzzed(path: Path, outcomes: tuple[str, ...]) -> list[tuple[str, MCQIt
 def medfuzz_docs(task_benchmark: str, **kwargs: Any):
     """Docs pairing each attacked item with its fuzzed version (see the module docstring for the sources)."""
     benchmark = task_benchmark
-    kwargs = scoped(kwargs, "medfuzz")
+    kwargs = read_options(kwargs, "medfuzz", task=f"medfuzz_{benchmark}", benchmark=benchmark)
     if kwargs.get("fuzzed"):
         pairs = _read_fuzzed(Path(kwargs["fuzzed"]), _outcomes(kwargs))
     elif kwargs.get("target_base_url"):
@@ -208,7 +209,8 @@ def cache_path(settings: dict[str, Any], cache_dir: str | Path | None = None) ->
 
 def attack_with_cache(benchmark: str, **kwargs: Any) -> list[ItemResult]:
     """Attack (or reuse cached attacks on) the selected items; returns results in item order."""
-    key = api_key(kwargs)  # first: a key in the metadata is refused even when every item is cached
+    kwargs = read_options(kwargs, "medfuzz", task=f"medfuzz_{benchmark}", benchmark=benchmark)
+    key = api_key(kwargs)
     settings = attack_settings(benchmark, kwargs)
     path = cache_path(settings, kwargs.get("cache_dir"))
     items = load_items(benchmark, settings["data"], settings["split"], settings["attack_limit"])
@@ -217,14 +219,40 @@ def attack_with_cache(benchmark: str, **kwargs: Any) -> list[ItemResult]:
         done = {k: v for k, v in done.items() if not v.counts()["llm_error"]}
     missing = [item for item in items if item.id not in done]
     if missing:
-        concurrency = int(kwargs.get("attack_concurrency", DEFAULT_MAX_CONNECTIONS))
-        check(concurrency >= 1, f"attack_concurrency must be at least 1, got {concurrency}")
-        for result in asyncio.run(_attack(settings, missing, path, concurrency, key)):
+        for result in asyncio.run(_attack(settings, missing, path, transport_options(kwargs), key)):
             done[result.item.id] = result
     return [done[item.id] for item in items if item.id in done]
 
 
-async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, concurrency: int,
+def transport_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """How the attack path's client talks to the endpoints (not part of the cache key: it changes whether a call
+    fails, never what a completed call returned): ``attack_concurrency`` calls in flight per endpoint,
+    ``call_timeout`` seconds per attempt and ``call_retries`` retries of a timed-out, dropped, 429 or 5xx call
+    (defaults: ``medfuzz.models.openai_compat``'s ``DEFAULT_MAX_CONNECTIONS``, ``DEFAULT_TIMEOUT``,
+    ``DEFAULT_RETRIES``)."""
+    concurrency = _number(kwargs, "attack_concurrency", int, DEFAULT_MAX_CONNECTIONS)
+    check(concurrency >= 1, f"attack_concurrency must be at least 1, got {concurrency}")
+    timeout = _number(kwargs, "call_timeout", float, DEFAULT_TIMEOUT)
+    check(timeout > 0, f"call_timeout must be positive (seconds per attempt), got {timeout}")
+    retries = _number(kwargs, "call_retries", int, DEFAULT_RETRIES)
+    check(retries >= 0, f"call_retries must be 0 or more, got {retries}")
+    return {"max_connections": concurrency, "timeout": timeout, "max_retries": retries}
+
+
+def _number(kwargs: dict[str, Any], name: str, kind: type, default: Any) -> Any:
+    value = kwargs.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        number = float(value)
+        if kind is int and not number.is_integer():
+            raise ValueError
+        return kind(number)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={value!r} is not {'an integer' if kind is int else 'a number'}") from None
+
+
+async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, transport: dict[str, Any],
                   key: str | None) -> list[ItemResult]:
     from medfuzz.models.call_cache import cached
     from medfuzz.models.openai_compat import OpenAIChatModel
@@ -232,10 +260,8 @@ async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, co
 
     # every call behind the call cache: a resumed run re-pays none of the calls that had completed; at most
     # ``concurrency`` calls in flight per endpoint (the adapter's semaphore, shared when both are one server)
-    target = cached(OpenAIChatModel(settings["target_model"], settings["target_base_url"], key,
-                                    max_connections=concurrency))
-    attacker = cached(OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], key,
-                                      max_connections=concurrency))
+    target = cached(OpenAIChatModel(settings["target_model"], settings["target_base_url"], key, **transport))
+    attacker = cached(OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], key, **transport))
     config = MedFuzzConfig(**settings["config"])
     pool = load_items(settings["benchmark"], config.exemplar_data) if config.exemplars else []
     # same endpoint and model: the target attacks itself (not as in the paper; the engine logs a warning)

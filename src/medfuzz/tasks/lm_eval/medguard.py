@@ -5,10 +5,11 @@ gguf, local-completions, medfuzz-local).
 Options (``--metadata``): the ``MedGuardConfig`` parameters with the Inspect task's names and defaults
 (``benchmark``, ``strategy`` (basic | safe; chain-of-thought needs generation: use Inspect), ``seed``, ``n``,
 ``limit_per_aspect``, the builder sources ``medqa`` ... ``translations``), each also as ``medguard_<name>``
-(which wins, and must be a known name). The aspect comes from the task's ``dataset_kwargs``.
-``temperature`` and ``generator`` are Inspect-only: letter log-likelihoods are read, not sampled, so the
-answer is the argmax (what temperature 0 gives) and no generator role runs; ``medguard_temperature`` /
-``medguard_generator`` are refused with that reason rather than silently ignored.
+(which wins). The aspect comes from the task's ``dataset_kwargs``. An unknown name stops the run with the
+closest known one (``medfuzz.tasks.lm_eval._options``). ``temperature`` and ``generator`` are Inspect-only:
+letter log-likelihoods are read, not sampled, so the answer is the argmax (what temperature 0 gives) and no
+generator role runs; they are refused with that reason rather than silently ignored (a ``temperature`` in
+``--model_args`` is the model's and is left alone).
 
 Every subtask reports one metric, ``safety``: accuracy for most aspects, consistency across demographic
 variants for the two equity aspects; the group averages the ten aspect indices unweighted, as the paper does.
@@ -22,22 +23,14 @@ from typing import Any
 
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.prompts import completion_prompt
-from medfuzz.options import ConfigError
 from medfuzz.scorers.medguard import ItemResult, equity_units, result_from_doc
 from medfuzz.solvers.medguard import builders
 from medfuzz.solvers.medguard.builders import limit_per_pool
 from medfuzz.solvers.medguard.config import MedGuardConfig
 from medfuzz.solvers.medguard.prompts import completion_prefix, parse_strategy
 from medfuzz.solvers.medguard.taxonomy import EQUITY_POOL, Aspect
-from medfuzz.tasks.lm_eval._docs import dataset, scoped, strict_scoped
-
-INSPECT_ONLY = {
-    "temperature": "lm-eval's MedGuard tasks read letter log-likelihoods (the argmax: what temperature 0 gives); "
-                   "no sampling happens, so a temperature has no effect. Use Inspect to sample",
-    "generator": "the generator role exists only in Inspect; build a benchmark file with `medfuzz medguard build "
-                 "--generator-model ...` and pass medguard_benchmark",
-}
-OPTIONS = [f for f in MedGuardConfig.__dataclass_fields__ if f != "aspects" and f not in INSPECT_ONLY]
+from medfuzz.tasks.lm_eval._docs import dataset
+from medfuzz.tasks.lm_eval._options import read_options
 
 
 def item_to_doc(item: MCQItem, strategy: str) -> dict[str, Any]:
@@ -60,12 +53,8 @@ def item_to_doc(item: MCQItem, strategy: str) -> dict[str, Any]:
 
 def aspect_docs(task_aspect: str, **kwargs: Any):
     """The items of one aspect (equity aspects: every demographic variant of every case)."""
-    for name, reason in INSPECT_ONLY.items():
-        if f"medguard_{name}" in kwargs:
-            raise ConfigError(f"medguard_{name}: {reason}")
-    strict_scoped(kwargs, "medguard", OPTIONS)
-    config = MedGuardConfig.from_options(ignore_unknown=True, **{**scoped(kwargs, "medguard"),
-                                                                 "aspects": task_aspect})
+    options = read_options(kwargs, "medguard", task=f"medguard_{task_aspect}")
+    config = MedGuardConfig.from_options(**{**options, "aspects": task_aspect})
     strategy = parse_strategy(config.strategy).value
     completion_prefix(parse_strategy(strategy))  # fails early, with the reason, for cot strategies
     items = builders.load(config.benchmark, task_aspect, config.build_config())

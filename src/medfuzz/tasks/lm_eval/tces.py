@@ -24,16 +24,16 @@ from typing import Any
 from medfuzz.scorers import stats
 from medfuzz.solvers.tces.attack import TCESResources, clean_item, first_substitution
 from medfuzz.solvers.tces.config import TCESConfig
-from medfuzz.tasks.lm_eval._docs import benchmark_items, dataset, item_to_doc, scoped, strict_scoped
+from medfuzz.tasks.lm_eval._docs import benchmark_items, dataset, item_to_doc
+from medfuzz.tasks.lm_eval._options import read_options
 
 log = logging.getLogger(__name__)
 
 
 def tces_docs(task_benchmark: str, task_entity: str, **kwargs: Any):
     """Clean and once-substituted docs for every item with a ``task_entity`` entity in a distractor."""
-    strict_scoped(kwargs, "tces", [*TCESConfig.__dataclass_fields__, "limit"])
-    options = scoped(kwargs, task_benchmark, "tces")
-    vocabulary = kwargs.get(f"{task_entity}_vocabulary", options.get("vocabulary"))
+    options = read_options(kwargs, "tces", task=f"tces_{task_benchmark}_{task_entity}", benchmark=task_benchmark)
+    vocabulary = options.get(f"{task_entity}_vocabulary", options.get("vocabulary"))
     config = TCESConfig.from_options(ignore_unknown=True, **{**options, "entity": task_entity, "budget": 1,
                                                              "vocabulary": vocabulary})
     limit = options.get("limit")
