@@ -39,6 +39,7 @@ from typing import Any
 
 from medfuzz.report._csv import safe_cell
 from medfuzz.scorers.stats import DEFAULT_ALPHA, significant
+from medfuzz.tasks.lm_eval.medfuzz import versions_correct as medfuzz_versions_correct
 
 log = logging.getLogger(__name__)
 
@@ -224,8 +225,10 @@ def _lm_eval_runs(path: Path) -> list[AttackRun]:
                             fuzzed_from=str(metadata.get("fuzzed") or metadata.get("medfuzz_fuzzed") or "") or None)
             for sample in _samples(path, task):
                 doc = sample["doc"]
-                clean, fuzzed = sample["attacked_acc"]
-                run.evaluations[(str(doc["item_id"]), _norm(doc["fuzzed_question"]))] = (bool(clean), bool(fuzzed))
+                if not doc.get("scored", True):  # a counted-only replicate (an LLM error, an outcome not asked for)
+                    continue
+                clean, fuzzed = medfuzz_versions_correct(doc, sample["filtered_resps"])
+                run.evaluations[(str(doc["item_id"]), _norm(doc["fuzzed_question"]))] = (clean, fuzzed)
             runs.append(run)
     return runs
 
