@@ -59,7 +59,7 @@ from medfuzz.options import ConfigError, as_bool, check
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, read_jsonl
-from medfuzz.tasks.lm_eval._docs import dataset
+from medfuzz.tasks.lm_eval._docs import dataset, versions_correct
 from medfuzz.tasks.lm_eval._options import read_options
 
 log = logging.getLogger(__name__)
@@ -99,17 +99,6 @@ def unscored_doc(record_id: str, original: MCQItem, outcome: str, fuzzed_questio
     return {"id": record_id, "item_id": original.id, "outcome": outcome, "scored": False, "context": CONTEXT,
             "choices": [UNSCORED_CHOICE], "n_options": 0, "answer_index": 0,
             "original_question": original.clean_question(), "fuzzed_question": fuzzed_question or ""}
-
-
-def versions_correct(doc: dict[str, Any], results: Sequence[Any]) -> tuple[bool, bool]:
-    """(correct on the clean version, correct on the fuzzed version) of a scored doc: the argmax letter of each
-    version's log-likelihoods (``results`` as lm-eval passes them, or a sample's ``filtered_resps``)."""
-    n = int(doc["n_options"])
-    scores = [float(r[0]) if isinstance(r, list | tuple) else float(r) for r in results]
-    clean = max(range(n), key=lambda i: scores[i])
-    fuzzed = max(range(n), key=lambda i: scores[n + i])
-    gold = int(doc["answer_index"])
-    return clean == gold, fuzzed == gold
 
 
 def process_results(doc: dict[str, Any], results: Sequence[tuple[float, bool]]) -> dict[str, float]:
