@@ -248,7 +248,7 @@ SMALL = {"target_model": "target", "attacker_model": "attacker", "turns": 1, "re
          "controls": 0, "max_retries": 0}
 
 
-def test_a_fault_run_reports_its_llm_errors(tmp_path, monkeypatch):
+def test_a_fault_run_reports_its_llm_errors(tmp_path, monkeypatch, caplog):
     """Through lm-eval's evaluator: the replicates of an item whose target calls fail are docs counted by
     ``llm_errors`` / ``llm_error_rate`` (and logged), not silently left out; the rest are scored as before."""
     monkeypatch.setenv("MEDFUZZ_CALL_CACHE", "off")
@@ -263,6 +263,7 @@ def test_a_fault_run_reports_its_llm_errors(tmp_path, monkeypatch):
     assert sorted((d["original_question"][:7], d["outcome"], d["scored"]) for d in docs) == [
         ("Case 0:", "success", True), ("Case 0:", "success", True), ("Case 1:", "llm_error", False),
         ("Case 1:", "llm_error", False), ("Case 2:", "success", True), ("Case 2:", "success", True)]
+    assert "medfuzz_medqa: 2 of 6 replicates ended as LLM errors" in caplog.text  # said, not only counted
 
 
 def test_call_timeout_and_retries_reach_the_client(tmp_path, monkeypatch):
