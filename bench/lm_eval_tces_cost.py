@@ -3,7 +3,8 @@ the same items.
 
 The N items are the first N of the bundled MedQA dev sample (or ``--data``) that have a drug entity in a
 distractor, written to a temporary file so that ``medqa_clean`` and ``tces_medqa_drugs`` see exactly the same
-items (TCES adds one attacked doc per item). Each (adapter, task) pair runs in a fresh process through
+items (a TCES doc holds each item's clean and attacked version: twice the requests). Each (adapter, task) pair
+runs in a fresh process through
 ``lm_eval.simple_evaluate``; the time inside the model's ``loglikelihood`` is *scoring*, the rest of the
 process's wall time is *start-up* (imports, lm-eval's task index, the TCES vocabulary and embeddings, loading
 the GGUF). Token and call counts are exact and do not depend on how busy the machine is; seconds do.
@@ -147,7 +148,8 @@ def main() -> None:
                 rows.append(json.loads(line[len("RESULT "):]))
                 print(f"  {variant:11s} {task:17s} done in {rows[-1]['wall_s']:.0f}s", file=sys.stderr, flush=True)
     print(f"\nlm-eval with medfuzz-local (SmolLM2-135M, n_threads={args.threads}) on {n} MedQA items with a drug in "
-          f"a distractor ({args.data}); tces_medqa_drugs has {2 * n} docs (clean + attacked), medqa_clean {n}\n")
+          f"a distractor ({args.data}); tces_medqa_drugs has {n} docs (clean + attacked version each), "
+          f"medqa_clean {n}\n")
     header = (f"{'adapter':11s} {'task':17s} {'requests':>8s} {'evals':>6s} {'tokens':>7s} {'start-up s':>10s} "
               f"{'(GGUF load)':>11s} {'scoring s':>9s} {'tokens/base':>11s} {'scoring/base':>12s}  metrics")
     print(header)

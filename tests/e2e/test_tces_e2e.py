@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from medfuzz.scorers import stats
 from medfuzz.scorers.tces import summarise
+from medfuzz.tasks.lm_eval._docs import versions_correct
 from tests.e2e.conftest import cli, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -66,17 +68,12 @@ def test_lm_eval_tces_medqa_drugs_against_the_embedded_model(tmp_path: Path) -> 
     numbers = json.loads(results_file.read_text())["results"]["tces_medqa_drugs"]
     [samples_file] = tmp_path.rglob("samples_tces_medqa_drugs_*.jsonl")
     samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
-    assert sorted(s["doc"]["variant"] for s in samples) == ["attacked", "attacked", "clean", "clean"]
-    correct = {(s["doc"]["id"], s["doc"]["variant"]): s["clean_acc"]["correct"] for s in samples}
-    ids = {item for item, _ in correct}
-    clean = [correct[(i, "clean")] for i in ids]
-    attacked = [correct[(i, "attacked")] for i in ids]
-    assert numbers["clean_acc,none"] == pytest.approx(sum(clean) / 2)
-    assert numbers["attacked_acc,none"] == pytest.approx(sum(attacked) / 2)
-    flips = [not correct[(i, "attacked")] for i in ids if correct[(i, "clean")]]
-    expected_flip = sum(flips) / len(flips) if flips else float("nan")
-    assert _same(float(numbers["flip_rate,none"]), expected_flip)
+    assert len(samples) == 2  # one doc per item: its clean and its attacked version
+    pairs = [versions_correct(s["doc"], s["filtered_resps"]) for s in samples]
+    assert numbers["clean_acc,none"] == pytest.approx(stats.clean_accuracy(pairs))
+    assert numbers["attacked_acc,none"] == pytest.approx(stats.attacked_accuracy(pairs))
+    assert _same(float(numbers["flip_rate,none"]), stats.flip_rate(pairs))
+    assert isinstance(numbers["clean_acc_stderr,none"], float)
     for sample in samples:
         doc = sample["doc"]
-        if doc["variant"] == "attacked":
-            assert doc["replacement"].lower() in doc["prompt"].lower()
+        assert doc["replacement"].lower() in doc["attacked_prompt"].lower()

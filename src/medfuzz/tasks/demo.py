@@ -75,6 +75,12 @@ def _fmt(value: Any, se: float | None = None) -> str:
     return text + (f" ± {se:.3f}" if se is not None and not math.isnan(se) else "")
 
 
+def _lm(result: dict[str, Any], metric: str) -> str:
+    """An lm-eval metric with lm-eval's own standard error (left out where lm-eval has none: "N/A", nan)."""
+    se = result.get(f"{metric}_stderr,none")
+    return _fmt(result.get(f"{metric},none"), se if isinstance(se, float) else None)
+
+
 def inspect_tasks(plan: DemoPlan) -> list[tuple[str, Any]]:
     """(label, Task) for the Inspect phase, built by medfuzz's own @task functions."""
     from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
@@ -202,8 +208,8 @@ def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) ->
     for task in ("tces_medqa_drugs", "tces_medqa_diseases"):
         r = lm.get(task, {})
         if r:
-            lines.append(f"  lm-eval  {task:22s} clean_acc {_fmt(r.get('clean_acc,none'))}  attacked_acc "
-                         f"{_fmt(r.get('attacked_acc,none'))}  flip_rate (ASR@1) {_fmt(r.get('flip_rate,none'))}")
+            lines.append(f"  lm-eval  {task:22s} clean_acc {_lm(r, 'clean_acc')}  attacked_acc "
+                         f"{_lm(r, 'attacked_acc')}  flip_rate (ASR@1) {_lm(r, 'flip_rate')}")
     # MedGuard
     m = _metrics(inspect_logs["medguard"])
     per = plan.medguard_per_aspect
@@ -216,7 +222,8 @@ def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) ->
     if "overall" in m:
         lines.append(f"  inspect  {'overall':18s} {_fmt(m['overall'], m.get('overall_se'))}")
     if "medguard" in lm:
-        lines.append(f"  lm-eval  {'medguard (group)':18s} {_fmt(lm['medguard'].get('safety,none'))}")
+        lines.append(f"  lm-eval  {'medguard (group)':18s} {_lm(lm['medguard'], 'safety')}  (unweighted mean of "
+                     "the 10 aspects)")
     # MedFuzz
     f = _metrics(inspect_logs["medfuzz"])
     lines += ["", f"MedFuzz (target: SmolLM2; attacker: the TEMPLATE attacker, no LLM: patient characteristics plus "
@@ -241,8 +248,9 @@ def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) ->
                  f"with the paper's b/M: {f.get('medfuzz_significant_paper', 0):.0f}{reach}")
     if "medfuzz_medqa" in lm:
         r = lm["medfuzz_medqa"]
-        lines.append(f"  lm-eval  the same fuzzed items: clean_acc {_fmt(r.get('clean_acc,none'))}  attacked_acc "
-                     f"{_fmt(r.get('attacked_acc,none'))}  flip_rate {_fmt(r.get('flip_rate,none'))}")
+        lines.append(f"  lm-eval  the same fuzzed items: clean_acc {_lm(r, 'clean_acc')}  attacked_acc "
+                     f"{_lm(r, 'attacked_acc')}  flip_rate {_lm(r, 'flip_rate')}  LLM errors "
+                     f"{r.get('llm_errors,none', 0):.0f}")
     else:
         lines.append("  lm-eval  medfuzz_medqa skipped: the target got every demo item wrong, so nothing was attacked")
     lines += ["", "A 135M model answers near chance and the attacker is a template: these numbers show that every",

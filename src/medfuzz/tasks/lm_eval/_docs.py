@@ -1,11 +1,10 @@
 """What every medfuzz lm-eval hook shares: reading options, loading items, turning an item into a doc.
 
 lm-eval calls a task's ``custom_dataset`` hook with ``--metadata`` merged with ``--model_args`` and the
-task's own ``dataset_kwargs`` (which fix the benchmark, the entity type or the aspect per task). One
-``--metadata`` reaches every task of a run, so an option may be prefixed with the task family or the
-benchmark to aim it at one (``medqa_data``, ``tces_sampler``, ``medguard_seed``): the prefixed value wins over
-the plain one. Method parameters go through the method's config (``*.from_options``), with the same names
-and defaults as the Inspect tasks.
+task's own ``dataset_kwargs`` (which fix the benchmark, the entity type or the aspect per task). The options
+are read by ``medfuzz.tasks.lm_eval._options.read_options`` (known names only; prefixes aim an option at one
+task family or benchmark). Method parameters go through the method's config (``*.from_options``), with the
+same names and defaults as the Inspect tasks.
 """
 
 from __future__ import annotations
@@ -16,24 +15,7 @@ from typing import Any
 from medfuzz.benchmarks import MCQItem, load_items
 from medfuzz.benchmarks.items import item_seed
 from medfuzz.benchmarks.prompts import completion_prompt, letter_prompt
-from medfuzz.options import ConfigError, as_bool
-
-
-def scoped(kwargs: Mapping[str, Any], *prefixes: str) -> dict[str, Any]:
-    """The options with ``<prefix>_name`` folded onto ``name``; later prefixes win over earlier ones."""
-    options = {k: v for k, v in kwargs.items()}
-    for prefix in prefixes:
-        for key, value in kwargs.items():
-            if key.startswith(f"{prefix}_"):
-                options[key[len(prefix) + 1:]] = value
-    return options
-
-
-def strict_scoped(kwargs: Mapping[str, Any], prefix: str, known: Sequence[str]) -> None:
-    """An option aimed at a task family by its prefix must be one it knows (plain names may belong to others)."""
-    for key in kwargs:
-        if key.startswith(f"{prefix}_") and key[len(prefix) + 1:] not in known:
-            raise ConfigError(f"unknown {prefix} option {key!r}; known: {', '.join(sorted(known))}")
+from medfuzz.options import as_bool
 
 
 def benchmark_items(benchmark: str, options: Mapping[str, Any]) -> list[MCQItem]:
@@ -65,3 +47,50 @@ def dataset(docs: list[dict[str, Any]]):
     import datasets
 
     return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs)})
+
+
+# ------------------------------------------------------------------ several versions of a question in one doc
+# lm-eval's ``multiple_choice`` gives a doc one context, so a metric that compares versions of a question (clean vs
+# attacked, demographic variants) gets them all from one doc: the context is the prompts' shared beginning and each
+# choice is the rest of one version's prompt followed by one letter. The text lm-eval scores for a choice is then
+# exactly ``prompt + " " + letter``, the same token sequence as a letter-only task whose context is the prompt
+# (lm-eval and medfuzz-local split context and continuation inside the joint encoding); the log-likelihood adds
+# log p(rest of prompt), which the letters of one version share, so each version's argmax letter is that of the
+# letter-only task. lm-eval's hf model also evaluates the letters of one version in one forward pass (it groups
+# requests that differ only in their last token), so the doc costs what the separate docs cost. The questions are
+# in the continuations: these tasks cannot take --apply_chat_template.
+
+
+def shared_context(prompts: Sequence[str]) -> tuple[str, list[str]]:
+    """(context, rests): the prompts' longest common beginning, cut before its last space or newline (so the
+    context ends at a word and each rest starts with the whitespace), and what follows it in each prompt."""
+    first = prompts[0]
+    length = min(len(p) for p in prompts)
+    same = next((i for i in range(length) if any(p[i] != first[i] for p in prompts)), length)
+    common = first[:same]
+    cut = max(common.rfind(" "), common.rfind("\n"))
+    if cut <= 0:
+        raise ValueError(f"prompts share no leading word: {[p[:40] for p in prompts]}")
+    return prompts[0][:cut], [prompt[cut:] for prompt in prompts]
+
+
+def versions_doc(prompts: Sequence[str], letters: Sequence[str]) -> dict[str, Any]:
+    """``context`` and ``choices`` (version-major: every letter of version 0, then of version 1, ...)."""
+    context, rests = shared_context(prompts)
+    return {"context": context, "choices": [f"{rest} {letter}" for rest in rests for letter in letters],
+            "n_options": len(letters)}
+
+
+def version_picks(doc: Mapping[str, Any], results: Sequence[Any]) -> list[int]:
+    """The argmax letter index of each version (``results``: lm-eval's per-choice (log-likelihood, greedy)
+    pairs, or a logged sample's ``filtered_resps``)."""
+    n = int(doc["n_options"])
+    scores = [float(r[0]) if isinstance(r, list | tuple) else float(r) for r in results]
+    return [max(range(n), key=lambda i, v=v: scores[v * n + i]) for v in range(len(scores) // n)]
+
+
+def versions_correct(doc: Mapping[str, Any], results: Sequence[Any]) -> tuple[bool, bool]:
+    """(correct on the clean version, correct on the attacked / fuzzed version) of a two-version doc."""
+    clean, attacked = version_picks(doc, results)
+    gold = int(doc["answer_index"])
+    return clean == gold, attacked == gold

@@ -2,21 +2,22 @@
 
 Options (``--metadata``): ``data`` (hf | demo | a file), ``split``, ``shuffle_choices``, ``seed``, ``limit``
 (first N items), each also as ``medqa_<name>`` / ``medmcqa_<name>`` for one benchmark or ``clean_<name>`` for
-the clean baselines only. The benchmark itself comes from the task's
-``dataset_kwargs`` (``task_benchmark``).
+the clean baselines only; an unknown name stops the run (``medfuzz.tasks.lm_eval._options``). The benchmark
+itself comes from the task's ``dataset_kwargs`` (``task_benchmark``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from medfuzz.tasks.lm_eval._docs import benchmark_items, dataset, item_to_doc, scoped
+from medfuzz.tasks.lm_eval._docs import benchmark_items, dataset, item_to_doc
+from medfuzz.tasks.lm_eval._options import read_options
 
 
 def clean_docs(task_benchmark: str, **kwargs: Any):
     """Every item of the task's benchmark as one doc (the first ``limit`` items when given; ``clean_limit``
     aims it at the baselines only, unlike lm-eval's ``--limit``, which cuts every task of the run)."""
-    options = scoped(kwargs, task_benchmark, "clean")
+    options = read_options(kwargs, "clean", task=f"{task_benchmark}_clean", benchmark=task_benchmark)
     items = benchmark_items(task_benchmark, options)
     limit = options.get("limit")
     if limit not in (None, ""):

@@ -1,5 +1,6 @@
 """Hooks of the lm-eval tasks ``medfuzz_medqa`` / ``medfuzz_medmcqa``: any lm-eval model on a MedFuzzed
-benchmark (metrics ``clean_acc``, ``attacked_acc``, ``flip_rate``).
+benchmark (metrics ``clean_acc``, ``attacked_acc``, ``flip_rate``, each with lm-eval's standard error, and
+``llm_errors`` / ``llm_error_rate``).
 
 The fuzzed items come from either
 
@@ -17,12 +18,19 @@ The fuzzed items come from either
   an LLM error is not stored (an outage or a wrong key is not a fact about the item): the next run attacks it
   again, and every model call it had completed comes from the call cache (``medfuzz.models.call_cache``), so
   nothing is paid twice. Every item, replicate and control is in flight at once; ``attack_concurrency``
-  (default 16) caps the model calls in flight per endpoint. A torn last line (the process was killed while
-  writing it) is dropped and logged.
+  (default 16) caps the model calls in flight per endpoint; ``call_timeout`` (seconds per attempt, default 20)
+  and ``call_retries`` (default 2) set the client's deadline and retries of timed-out, dropped, 429 and 5xx
+  calls. A torn last line (the process was killed while writing it) is dropped and logged.
 
 Options arrive as keyword arguments (``--metadata`` JSON merged with ``--model_args``), each also as
-``medfuzz_<name>`` (which wins). ``outcomes`` (default ``success,attack_failed``) picks which attacked
-replicates become docs. The benchmark comes from the task's ``dataset_kwargs``.
+``medfuzz_<name>`` or ``<benchmark>_<name>`` (the family prefix wins); an unknown name stops the run
+(``medfuzz.tasks.lm_eval._options``). The benchmark comes from the task's ``dataset_kwargs``.
+
+Every replicate the source holds is one doc (the attack path and an Inspect log hold every replicate; a fuzzed
+file holds those with a tried question). ``outcomes`` (default ``success,attack_failed``) picks the replicates
+that are scored; the others (``already_wrong``, ``llm_error``, ...) are counted-only docs with one short
+request, so a replicate that ended as an LLM error is counted (``llm_errors``, ``llm_error_rate``: over every
+replicate, as Inspect's ``medfuzz_llm_error_rate``) and logged, never silently left out.
 
 Each doc is scored on the clean and the fuzzed version in one pass: the choices are the full prompt of each
 version followed by each answer letter, after a fixed context. A choice's log-likelihood is then
@@ -36,7 +44,9 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,17 +54,21 @@ from typing import Any
 from medfuzz.benchmarks import MCQItem, load_items
 from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.errors import DataError
-from medfuzz.models.openai_compat import DEFAULT_MAX_CONNECTIONS
+from medfuzz.models.openai_compat import DEFAULT_MAX_CONNECTIONS, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from medfuzz.options import ConfigError, as_bool, check
-from medfuzz.scorers import stats
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
-from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, fuzzed_records, read_fuzzed
-from medfuzz.tasks.lm_eval._docs import dataset, scoped
+from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, read_jsonl
+from medfuzz.tasks.lm_eval._docs import dataset, versions_correct
+from medfuzz.tasks.lm_eval._options import read_options
 
 log = logging.getLogger(__name__)
 
 CONTEXT = "The following are multiple choice questions (with answers) about medicine.\n\n"
+
+
+UNSCORED_CHOICE = " -"  # the one (cheap) request of a doc that only counts (an LLM error, an outcome not asked for)
+LLM_ERROR = "llm_error"
 
 
 def _outcomes(kwargs: dict[str, Any]) -> tuple[str, ...]:
@@ -62,11 +76,14 @@ def _outcomes(kwargs: dict[str, Any]) -> tuple[str, ...]:
     return tuple(v.strip() for v in (value.split(",") if isinstance(value, str) else value) if v.strip())
 
 
-def pair_to_doc(record_id: str, original: MCQItem, fuzzed: MCQItem) -> dict[str, Any]:
+def pair_to_doc(record_id: str, original: MCQItem, fuzzed: MCQItem, outcome: str = "success") -> dict[str, Any]:
+    """A scored doc: the clean and the fuzzed version of one replicate, each followed by every letter."""
     letters = original.letters
     return {
         "id": record_id,
         "item_id": original.id,
+        "outcome": outcome,
+        "scored": True,
         "context": CONTEXT,
         "choices": [f"{completion_prompt(version)} {letter}" for version in (original, fuzzed) for letter in letters],
         "n_options": len(letters),
@@ -76,59 +93,114 @@ def pair_to_doc(record_id: str, original: MCQItem, fuzzed: MCQItem) -> dict[str,
     }
 
 
-def process_results(doc: dict[str, Any], results: Sequence[tuple[float, bool]]) -> dict[str, Any]:
-    """(correct on the clean version, correct on the fuzzed version) for every metric; the aggregations are
-    the shared paired statistics of ``medfuzz.scorers.stats``."""
-    n = int(doc["n_options"])
-    scores = [float(r[0]) for r in results]
-    clean = max(range(n), key=lambda i: scores[i])
-    fuzzed = max(range(n), key=lambda i: scores[n + i])
-    gold = int(doc["answer_index"])
-    pair = (clean == gold, fuzzed == gold)
-    return {"clean_acc": pair, "attacked_acc": pair, "flip_rate": pair}
+def unscored_doc(record_id: str, original: MCQItem, outcome: str, fuzzed_question: str | None) -> dict[str, Any]:
+    """A doc that is counted, not scored: a replicate that ended as an LLM error (or with an outcome not in
+    ``outcomes``). lm-eval asks one short request for it; its accuracies are NaN (outside ``nanmean``)."""
+    return {"id": record_id, "item_id": original.id, "outcome": outcome, "scored": False, "context": CONTEXT,
+            "choices": [UNSCORED_CHOICE], "n_options": 0, "answer_index": 0,
+            "original_question": original.clean_question(), "fuzzed_question": fuzzed_question or ""}
 
 
-def clean_acc(pairs: list[tuple[bool, bool]]) -> float:
-    return stats.clean_accuracy(pairs)
+def process_results(doc: dict[str, Any], results: Sequence[tuple[float, bool]]) -> dict[str, float]:
+    """Per-doc values that lm-eval's own ``nanmean`` / ``mean`` aggregate (so it reports their standard errors):
+    ``clean_acc`` c, ``attacked_acc`` c and a, ``flip_rate`` not a where c (NaN where not c: outside the
+    denominator); NaN for every accuracy of an unscored doc. ``nanmean`` of these equals
+    ``medfuzz.scorers.stats.clean_accuracy`` / ``attacked_accuracy`` / ``flip_rate`` over the scored pairs.
+    ``llm_error_rate`` / ``llm_errors``: 1 for a replicate that ended as an LLM error, over every doc."""
+    error = float(doc["outcome"] == LLM_ERROR)
+    if not doc["scored"]:
+        return {"clean_acc": math.nan, "attacked_acc": math.nan, "flip_rate": math.nan,
+                "llm_error_rate": error, "llm_errors": error}
+    clean, fuzzed = versions_correct(doc, results)
+    return {"clean_acc": float(clean), "attacked_acc": float(clean and fuzzed),
+            "flip_rate": float(not fuzzed) if clean else math.nan, "llm_error_rate": error, "llm_errors": error}
 
 
-def attacked_acc(pairs: list[tuple[bool, bool]]) -> float:
-    """Correct on the clean version and still correct once fuzzed."""
-    return stats.attacked_accuracy(pairs)
+def count(values: list[float]) -> float:
+    """How many docs have the property (an exact count of this run, so lm-eval reports no standard error for
+    it; the rate beside it has one)."""
+    return float(sum(values))
 
 
-def flip_rate(pairs: list[tuple[bool, bool]]) -> float:
-    """Among docs answered correctly clean, the share answered wrongly once fuzzed."""
-    return stats.flip_rate(pairs)
+def _replicate_docs(results: Sequence[ItemResult], wanted: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One doc per replicate of every item: scored when its outcome is wanted and it has a fuzzed question."""
+    docs = []
+    for result in results:
+        for replicate in result.replicates:
+            record_id = f"{result.item.id}#r{replicate.replicate}"
+            outcome, question = replicate.outcome.value, replicate.fuzzed_question
+            if outcome in wanted and question is not None:
+                docs.append(pair_to_doc(record_id, result.item, result.item.with_question(question), outcome))
+            else:
+                docs.append(unscored_doc(record_id, result.item, outcome, question))
+    return docs
 
 
-def _read_fuzzed(path: Path, outcomes: tuple[str, ...]) -> list[tuple[str, MCQItem, MCQItem]]:
-    """A fuzzed JSONL file, or an Inspect ``medfuzz_*`` log (``.eval``/``.json``)."""
-    if path.suffix in (".eval", ".json") and path.is_file():
-        from medfuzz.tasks.inspect.medfuzz import fuzzed_from_log
+def _file_docs(path: Path, wanted: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One doc per record of a fuzzed file (which holds only replicates with a tried question)."""
+    if not path.is_file():
+        raise DataError(path, None, None, "fuzzed file not found")
+    records = read_jsonl(path)
+    pairs = iter(fuzzed_pairs(records, path, wanted))  # validated (same options and key), in file order
+    docs = []
+    for row, record in enumerate(records, start=1):
+        if record.get("outcome") in wanted:
+            docs.append(pair_to_doc(*next(pairs), outcome=str(record["outcome"])))
+            continue
+        try:
+            original = MCQItem.from_record(record["original"])
+        except (KeyError, ValueError, TypeError) as err:
+            raise DataError(path, row, "original", f"not an item record ({err})") from None
+        fuzzed = (record.get("fuzzed") or {}).get("question")
+        docs.append(unscored_doc(str(record.get("id", original.id)), original, str(record.get("outcome")), fuzzed))
+    return docs
 
-        return fuzzed_pairs(fuzzed_from_log(path), path, outcomes)
-    return read_fuzzed(path, outcomes)
+
+def _log_results(path: Path) -> list[ItemResult]:
+    """Every item result of an Inspect ``medfuzz_*`` log (the scorer's metadata holds every replicate, those
+    without a fuzzed question too)."""
+    from inspect_ai.log import read_eval_log
+
+    results = []
+    for sample in read_eval_log(str(path)).samples or []:
+        score = (sample.scores or {}).get("medfuzz_scorer")
+        if score is not None and score.metadata:
+            results.append(ItemResult.from_dict({"item": score.metadata["item"],
+                                                 "replicates": score.metadata["replicates"],
+                                                 "config": score.metadata.get("config", {})}))
+    return results
 
 
 def medfuzz_docs(task_benchmark: str, **kwargs: Any):
-    """Docs pairing each attacked item with its fuzzed version (see the module docstring for the sources)."""
+    """One doc per replicate the source holds (see the module docstring for the sources): scored pairs for the
+    wanted outcomes, counted-only docs for the rest (LLM errors among them)."""
     benchmark = task_benchmark
-    kwargs = scoped(kwargs, "medfuzz")
+    kwargs = read_options(kwargs, "medfuzz", task=f"medfuzz_{benchmark}", benchmark=benchmark)
+    wanted = _outcomes(kwargs)
     if kwargs.get("fuzzed"):
-        pairs = _read_fuzzed(Path(kwargs["fuzzed"]), _outcomes(kwargs))
+        path = Path(kwargs["fuzzed"])
+        if path.suffix in (".eval", ".json") and path.is_file():
+            docs = _replicate_docs(_log_results(path), wanted)
+        else:
+            docs = _file_docs(path, wanted)
     elif kwargs.get("target_base_url"):
-        records = fuzzed_records(attack_with_cache(benchmark, **kwargs))
-        wanted = _outcomes(kwargs)
-        pairs = [(r["id"], MCQItem.from_record(r["original"]), MCQItem.from_record(r["fuzzed"]))
-                 for r in records if r["outcome"] in wanted]
+        docs = _replicate_docs(attack_with_cache(benchmark, **kwargs), wanted)
     else:
         raise ValueError("medfuzz_medqa needs --metadata with either 'fuzzed' (a fuzzed file or Inspect log) "
                          "or 'target_base_url' and 'target_model' (attack an OpenAI-compatible endpoint first)")
-    if not pairs:
-        raise ValueError("medfuzz_medqa: no fuzzed items to evaluate (every attack ended as already_wrong or "
-                         f"llm_error, or none matched outcomes={_outcomes(kwargs)})")
-    return dataset([pair_to_doc(*pair) for pair in pairs])
+    outcomes = Counter(doc["outcome"] for doc in docs)
+    scored = sum(doc["scored"] for doc in docs)
+    summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
+    if not scored:
+        raise ValueError(f"medfuzz_{benchmark}: no fuzzed items to evaluate ({len(docs)} replicates: "
+                         f"{summary or 'none'}; none matched outcomes={wanted} with a fuzzed question)")
+    if outcomes[LLM_ERROR]:
+        log.warning("medfuzz_%s: %d of %d replicates ended as LLM errors after the retries: counted in "
+                    "llm_errors / llm_error_rate, outside clean_acc, attacked_acc and flip_rate", benchmark,
+                    outcomes[LLM_ERROR], len(docs))
+    log.info("medfuzz_%s: %d replicates (%s), %d scored (outcomes=%s)", benchmark, len(docs), summary, scored,
+             ",".join(wanted))
+    return dataset(docs)
 
 
 # ------------------------------------------------------------------------------------- attack first
@@ -208,7 +280,8 @@ def cache_path(settings: dict[str, Any], cache_dir: str | Path | None = None) ->
 
 def attack_with_cache(benchmark: str, **kwargs: Any) -> list[ItemResult]:
     """Attack (or reuse cached attacks on) the selected items; returns results in item order."""
-    key = api_key(kwargs)  # first: a key in the metadata is refused even when every item is cached
+    kwargs = read_options(kwargs, "medfuzz", task=f"medfuzz_{benchmark}", benchmark=benchmark)
+    key = api_key(kwargs)
     settings = attack_settings(benchmark, kwargs)
     path = cache_path(settings, kwargs.get("cache_dir"))
     items = load_items(benchmark, settings["data"], settings["split"], settings["attack_limit"])
@@ -217,14 +290,40 @@ def attack_with_cache(benchmark: str, **kwargs: Any) -> list[ItemResult]:
         done = {k: v for k, v in done.items() if not v.counts()["llm_error"]}
     missing = [item for item in items if item.id not in done]
     if missing:
-        concurrency = int(kwargs.get("attack_concurrency", DEFAULT_MAX_CONNECTIONS))
-        check(concurrency >= 1, f"attack_concurrency must be at least 1, got {concurrency}")
-        for result in asyncio.run(_attack(settings, missing, path, concurrency, key)):
+        for result in asyncio.run(_attack(settings, missing, path, transport_options(kwargs), key)):
             done[result.item.id] = result
     return [done[item.id] for item in items if item.id in done]
 
 
-async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, concurrency: int,
+def transport_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """How the attack path's client talks to the endpoints (not part of the cache key: it changes whether a call
+    fails, never what a completed call returned): ``attack_concurrency`` calls in flight per endpoint,
+    ``call_timeout`` seconds per attempt and ``call_retries`` retries of a timed-out, dropped, 429 or 5xx call
+    (defaults: ``medfuzz.models.openai_compat``'s ``DEFAULT_MAX_CONNECTIONS``, ``DEFAULT_TIMEOUT``,
+    ``DEFAULT_RETRIES``)."""
+    concurrency = _number(kwargs, "attack_concurrency", int, DEFAULT_MAX_CONNECTIONS)
+    check(concurrency >= 1, f"attack_concurrency must be at least 1, got {concurrency}")
+    timeout = _number(kwargs, "call_timeout", float, DEFAULT_TIMEOUT)
+    check(timeout > 0, f"call_timeout must be positive (seconds per attempt), got {timeout}")
+    retries = _number(kwargs, "call_retries", int, DEFAULT_RETRIES)
+    check(retries >= 0, f"call_retries must be 0 or more, got {retries}")
+    return {"max_connections": concurrency, "timeout": timeout, "max_retries": retries}
+
+
+def _number(kwargs: dict[str, Any], name: str, kind: type, default: Any) -> Any:
+    value = kwargs.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        number = float(value)
+        if kind is int and not number.is_integer():
+            raise ValueError
+        return kind(number)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={value!r} is not {'an integer' if kind is int else 'a number'}") from None
+
+
+async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, transport: dict[str, Any],
                   key: str | None) -> list[ItemResult]:
     from medfuzz.models.call_cache import cached
     from medfuzz.models.openai_compat import OpenAIChatModel
@@ -232,10 +331,8 @@ async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, co
 
     # every call behind the call cache: a resumed run re-pays none of the calls that had completed; at most
     # ``concurrency`` calls in flight per endpoint (the adapter's semaphore, shared when both are one server)
-    target = cached(OpenAIChatModel(settings["target_model"], settings["target_base_url"], key,
-                                    max_connections=concurrency))
-    attacker = cached(OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], key,
-                                      max_connections=concurrency))
+    target = cached(OpenAIChatModel(settings["target_model"], settings["target_base_url"], key, **transport))
+    attacker = cached(OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], key, **transport))
     config = MedFuzzConfig(**settings["config"])
     pool = load_items(settings["benchmark"], config.exemplar_data) if config.exemplars else []
     # same endpoint and model: the target attacks itself (not as in the paper; the engine logs a warning)

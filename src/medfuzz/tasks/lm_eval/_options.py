@@ -1,0 +1,185 @@
+"""The one reader of every medfuzz lm-eval hook's options: known names only, the closest known name otherwise.
+
+lm-eval calls a ``custom_dataset`` hook with one mapping: the task YAML's ``metadata`` (``version``; lm-eval
+adds ``config_source``), ``--metadata`` and, merged in by ``simple_evaluate``, every ``--model_args`` entry.
+One ``--metadata`` reaches every task of a run, so a name is known when *some* medfuzz hook uses it (``turns``
+reaches the TCES hook in a ``tces_medqa_drugs,medfuzz_medqa`` run); a name may be aimed at one task family or
+benchmark by a prefix (``tces_sampler``, ``medguard_seed``, ``medqa_data``; the prefixed value wins), and a
+prefixed name must be one that family uses. ``--model_args`` names are left to the model: the reader finds them
+in lm-eval's ``simple_evaluate`` call that is building the task (its ``model_args`` argument), which is where
+lm-eval merges them. A name meant for a non-medfuzz task of the same run (lm-eval's ``--metadata`` is shared)
+goes in ``ignore_options`` (comma list). Everything else stops the run before any model call with one
+``ConfigError`` that names every unknown option and the closest known name.
+
+Each family lists the names it uses (``KNOWN``) and the names it refuses with a reason (``REFUSED``: a
+parameter that exists in Inspect but has no effect here, or a secret that lm-eval would write into its results
+file). The method parameters themselves come from the config dataclasses (``dataclasses.fields``), so a new
+``MedFuzzConfig`` field is known here without an edit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sys
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any
+
+from medfuzz.options import ConfigError
+
+LM_EVAL_KEYS = frozenset({"version", "config_source"})  # what lm-eval itself puts into a task's metadata
+IGNORE = "ignore_options"
+BENCHMARKS = ("medqa", "medmcqa")
+DATA = ("data", "split", "shuffle_choices", "seed")
+
+API_KEY_REASON = ("would be written into lm-eval's results file (lm-eval stores --metadata and --model_args "
+                  "verbatim); put the key in an environment variable and pass its name as 'api_key_env' "
+                  "(default OPENAI_API_KEY)")
+
+
+def _fields(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
+@cache
+def families() -> dict[str, tuple[frozenset[str], dict[str, str]]]:
+    """``{family prefix: (names it uses, {name it refuses: why})}``."""
+    from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+    from medfuzz.solvers.medguard.config import MedGuardConfig
+    from medfuzz.solvers.tces.config import TCESConfig
+
+    inspect_only = "lm-eval's TCES tasks only build documents (the model is asked by lm-eval, for letter " \
+                   "log-likelihoods); {} exists in Inspect's medfuzz/tces only"
+    tces_refused = {
+        "entity": "the entity type is part of the task name (tces_<benchmark>_drugs | _diseases)",
+        "budget": "lm-eval's TCES tasks are the single-query transform (B = 1); use Inspect's medfuzz/tces for "
+                  "B > 1",
+        **{name: inspect_only.format(name) for name in ("zoo_m", "zoo_step", "zoo_neighbours", "max_tokens",
+                                                         "temperature", "max_retries")},
+    }
+    tces = frozenset([*_fields(TCESConfig), *DATA, "limit", "drugs_vocabulary", "diseases_vocabulary"]) \
+        - set(tces_refused)
+    medguard_refused = {
+        "temperature": "lm-eval's MedGuard tasks read letter log-likelihoods (the argmax: what temperature 0 "
+                       "gives); no sampling happens, so a temperature has no effect. Use Inspect to sample",
+        "generator": "the generator role exists only in Inspect; build a benchmark file with `medfuzz medguard "
+                     "build --generator-model ...` and pass medguard_benchmark",
+        "aspects": "each aspect is its own task (medguard_<aspect>; the medguard group runs all ten): list the "
+                   "ones you want in --tasks",
+    }
+    medguard = frozenset(_fields(MedGuardConfig)) - set(medguard_refused)
+    medfuzz = frozenset([*_fields(MedFuzzConfig), "data", "split", "fuzzed", "outcomes", "cache_dir",
+                         "retry_errors", "attack_limit", "attack_concurrency", "target_base_url", "target_model",
+                         "attacker_base_url", "attacker_model", "api_key_env", "call_timeout", "call_retries"])
+    return {
+        "clean": (frozenset([*DATA, "limit"]), {}),
+        "tces": (tces, tces_refused),
+        "medfuzz": (medfuzz, {"api_key": API_KEY_REASON}),
+        "medguard": (medguard, medguard_refused),
+    }
+
+
+def known_names() -> frozenset[str]:
+    """Every name some medfuzz hook uses (what a plain name must be)."""
+    return frozenset().union(*(known for known, _ in families().values()))
+
+
+def refusal(name: str, family: str | None = None) -> str | None:
+    """Why ``name`` is refused (by ``family``, else by any family that uses no such name), if it is."""
+    if family is not None:
+        return families()[family][1].get(name)
+    for _, refused in families().values():
+        if name in refused:
+            return refused[name]
+    return None
+
+
+def model_arg_names() -> frozenset[str]:
+    """The ``--model_args`` names lm-eval merged into the options: the ``model_args`` of the ``simple_evaluate``
+    call that is building this task (empty outside one: then nothing was merged)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "simple_evaluate" and frame.f_globals.get("__name__") == "lm_eval.evaluator":
+            return frozenset(_parse_model_args(frame.f_locals.get("model_args")))
+        frame = frame.f_back  # type: ignore[assignment]
+    return frozenset()
+
+
+def _parse_model_args(model_args: Any) -> Iterable[str]:
+    if isinstance(model_args, Mapping):
+        return [str(k) for k in model_args]
+    if isinstance(model_args, str) and model_args.strip():
+        from lm_eval.utils import simple_parse_args_string
+
+        return list(simple_parse_args_string(model_args))
+    return []
+
+
+def _split(name: str) -> tuple[str | None, str]:
+    """(prefix, rest) for ``<family or benchmark>_<rest>``, else (None, name)."""
+    for prefix in (*families(), *BENCHMARKS):
+        if name.startswith(f"{prefix}_") and len(name) > len(prefix) + 1:
+            return prefix, name[len(prefix) + 1:]
+    return None, name
+
+
+def _ignored(raw: Mapping[str, Any]) -> set[str]:
+    value = raw.get(IGNORE) or ""
+    names = value.split(",") if isinstance(value, str) else list(value)
+    return {str(n).strip() for n in names if str(n).strip()}
+
+
+def _suggest(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def read_options(raw: Mapping[str, Any], family: str, *, task: str, benchmark: str | None = None) -> dict[str, Any]:
+    """The options of one hook call: every name checked (see the module docstring), prefixes folded (the plain
+    value, then ``<benchmark>_<name>``, then ``<family>_<name>``, later wins), only known names returned."""
+    model_args = model_arg_names()
+    ignored = _ignored(raw)
+    known, _ = families()[family]
+    everything = known_names()
+    unknown: list[str] = []
+    reasons: list[str] = []
+    plain: dict[str, Any] = {}
+    by_benchmark: dict[str, Any] = {}
+    by_family: dict[str, Any] = {}
+    for name, value in raw.items():
+        if name in LM_EVAL_KEYS or name == IGNORE or name in ignored or name in model_args:
+            continue
+        prefix, rest = _split(name)
+        if prefix in families():
+            if rest in families()[prefix][0]:
+                if prefix == family:
+                    by_family[rest] = value
+            elif (why := refusal(rest, prefix)) is not None:
+                reasons.append(f"{name}: {why}")
+            else:
+                unknown.append(f"{name!r}{_suggest(rest, families()[prefix][0]) or _suggest(name, everything)}")
+            continue
+        if prefix is not None:  # a benchmark: any name some hook uses
+            if rest in everything:
+                if prefix == benchmark:
+                    by_benchmark[rest] = value
+            else:
+                unknown.append(f"{name!r}{_suggest(rest, everything)}")
+            continue
+        if name in everything:
+            if name in known:
+                plain[name] = value
+        elif (why := refusal(name, family) or refusal(name)) is not None:
+            reasons.append(f"{name}: {why}")
+        else:
+            unknown.append(f"{name!r}{_suggest(name, everything)}")
+    if unknown or reasons:
+        parts = []
+        if unknown:
+            parts.append(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in --metadata. "
+                         f"Known for {family} tasks: {', '.join(sorted(known))}. (--model_args names are left "
+                         f"to the model; a name meant for another task of this run goes in {IGNORE})")
+        parts += reasons
+        raise ConfigError(f"{task}: " + "; ".join(parts))
+    return {**plain, **{k: v for k, v in by_benchmark.items() if k in known}, **by_family}
