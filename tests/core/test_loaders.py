@@ -141,6 +141,18 @@ def test_json_dict_keyed_by_id(tmp_path):
     assert load_local(tmp_path / "d.json", ColumnMap(id="id"))[0].id == "p1"
 
 
+def test_a_repeated_json_key_is_an_error_not_a_lost_row(tmp_path):
+    # plain json.loads keeps the last "p1": one of the two rows would vanish without a word (both harnesses)
+    row = '{"question": "Q", "options": {"A": "a", "B": "b"}, "answer": "A"}'
+    (tmp_path / "d.json").write_text('{\n "p1": ' + row + ',\n "p2": ' + row + ',\n "p1": ' + row + '\n}\n')
+    with pytest.raises(DataError, match=r"d.json, row 4, field 'p1': is a repeated key"):
+        load_local(tmp_path / "d.json", ColumnMap(id="id"))
+    # inside a record of a JSON Lines file: the line is named
+    (tmp_path / "d.jsonl").write_text(row + "\n" + row.replace('"answer": "A"', '"answer": "A", "answer": "B"') + "\n")
+    with pytest.raises(DataError, match=r"d.jsonl, row 2, field 'answer': is a repeated key"):
+        load_local(tmp_path / "d.jsonl")
+
+
 def test_duplicate_ids_rejected(tmp_path):
     row = {"id": "same", "question": "Q", "options": {"A": "a", "B": "b"}, "answer": "A"}
     path = write_jsonl(tmp_path / "dup.jsonl", [row, row])

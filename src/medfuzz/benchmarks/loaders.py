@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -78,6 +79,31 @@ def _decode(path: Path) -> str:
                                           f"{err.start}); re-save the file as UTF-8") from None
 
 
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json`` hook: a repeated key is an error (plain ``json.loads`` keeps the last value, so a row or a field
+    would vanish without a word)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _RepeatedKey(key)
+        seen.add(key)
+    return dict(pairs)
+
+
+def _repeated_key_error(path: Path, text: str, key: str, line: int | None = None) -> DataError:
+    if line is None:  # the second place the key appears as a key
+        hits = [m.start() for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)]
+        line = text.count("\n", 0, hits[1]) + 1 if len(hits) > 1 else None
+    return DataError(path, line, key, "is a repeated key: JSON keeps only the last value, so a record or a field "
+                                      "would be lost; make the keys unique")
+
+
 def _json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
     row = 0
     for line_number, line in enumerate(text.splitlines(), start=1):
@@ -85,7 +111,9 @@ def _json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         row += 1
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_unique_keys)
+        except _RepeatedKey as err:
+            raise _repeated_key_error(path, text, err.key, line_number) from None
         except json.JSONDecodeError as err:
             raise DataError(path, line_number, None, f"is not valid JSON ({err.msg})") from None
         if not isinstance(record, dict):
@@ -120,7 +148,9 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
         return
     if suffix == ".json":
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique_keys)
+        except _RepeatedKey as err:
+            raise _repeated_key_error(path, text, err.key) from None
         except json.JSONDecodeError as err:
             if err.msg == "Extra data":  # JSON Lines under a .json name
                 yield from _json_lines(path, text)
