@@ -206,3 +206,30 @@ def test_report_from_the_log(medqa_file, tmp_path):
     assert chance_level(log) == (1 / 5 + 1 / 4) / 2
     assert render([other], tmp_path / "nothing") == [] and not (tmp_path / "nothing").exists()
     assert highlight("a b c", "a x b c") == "a <mark>x</mark> b c"
+
+
+def test_a_users_own_task_built_on_medfuzz_task_gets_the_report(medqa_file, tmp_path):
+    """The report recognises a MedFuzz run by the task's ``medfuzz_method`` metadata, not by its name."""
+    import csv
+
+    from inspect_ai import task
+
+    from medfuzz.report.medfuzz import render
+    from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+    from medfuzz.tasks.inspect.medfuzz import medfuzz_task
+
+    @task(name="my_robustness_eval")
+    def my_robustness_eval():
+        config = MedFuzzConfig(turns=2, replicates=1, exemplars=0, controls=2, option_orders=1, pvalue_prompt="direct")
+        return medfuzz_task("medqa", str(medqa_file), None, None, False, config)
+
+    ACTORS["target"] = Target(weak_spots=("clue2", "clue1"), probabilities=probability_table)
+    ACTORS["attacker"] = Attacker()
+    [log] = inspect_eval(my_robustness_eval(), model="medfuzz-actors/target",
+                         model_roles={"attacker": "medfuzz-actors/attacker"}, log_dir=str(tmp_path / "logs"),
+                         display="none")
+    assert log.status == "success" and log.eval.task.endswith("my_robustness_eval")
+    render([Path(log.location)], tmp_path / "report")
+    with open(tmp_path / "report" / "medfuzz_summary.csv") as handle:
+        [row] = list(csv.DictReader(handle))
+    assert row["run"].endswith("my_robustness_eval") and row["items"] == "2"
