@@ -268,7 +268,8 @@ def items_from_records(
         if item_id in seen:
             raise DataError(source, row, columns.id or "id", f"duplicate id {item_id!r} (also row {seen[item_id]})")
         seen[item_id] = row
-        metadata = {"source": source, "row": row}
+        # the file's name, not its absolute path: item metadata lands in logs and reports shared with others
+        metadata = {"source": Path(source).name if Path(source).is_absolute() else source, "row": row}
         metadata.update({key: record.get(key) for key in columns.metadata if key in record})
         item = MCQItem(id=item_id, question=question, options=options, answer=answer, metadata=metadata)
         if extra_check is not None:
