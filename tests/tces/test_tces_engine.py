@@ -109,6 +109,7 @@ async def test_no_entity_spends_no_query(fixtures, resources) -> None:
 @pytest.mark.parametrize(("replies", "where"), [
     ([RuntimeError("HTTP 500")] * 3, "clean question: RuntimeError: HTTP 500"),
     (["I cannot answer medical questions."] * 3, "clean question: unparseable answer"),
+    ([""] * 3, "clean question: empty reply"),
     (["C", "C", *[RuntimeError("timeout")] * 3], "query 2: RuntimeError: timeout"),
     (["C", *[Generation(text="", error="refusal: content filter")] * 3], "query 1: refusal"),
 ])

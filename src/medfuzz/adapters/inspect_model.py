@@ -103,6 +103,10 @@ class InspectChatModel:
         text = cap_reply(output.completion)
         if choice.stop_reason == "content_filter" and not text.strip():
             return Generation(text="", error="refusal: content filter", usage=usage, model=self.name)
+        if not text.strip() and choice.stop_reason not in ("stop", "max_tokens", "model_length"):
+            # no text and no normal stop (e.g. Inspect gave up at its attempt time-out): say why, not "unparseable"
+            return Generation(text="", error=f"no reply text (stop reason: {choice.stop_reason})", usage=usage,
+                              model=self.name)
         letter_logprobs = None
         if letters and choice.logprobs is not None:
             positions = [

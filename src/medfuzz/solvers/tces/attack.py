@@ -163,7 +163,9 @@ async def ask(model: ChatModel, item: MCQItem, config: TCESConfig, ledger: Usage
         letter = answer_letter(generation.text, item.letters, item.clean_options())
         if letter is not None:
             return _answer(item, letter, generation)
-        problem = f"unparseable answer: {generation.text[:200]!r}"
+        # an empty reply is not an answer that failed to parse (a time-out or a cut-off reply looks like this)
+        problem = (f"unparseable answer: {generation.text[:200]!r}" if generation.text.strip()
+                   else "empty reply (no text: a time-out, a cut-off or a blank answer)")
     return Answer(None, None, text[:200], problem)
 
 
