@@ -18,9 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
-# the subprocesses (inspect, medfuzz-lm-eval) inherit the environment: a relative PYTHONPATH such as the
-# documented "src:." would resolve against their working directory, so pass the absolute folders instead
-os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+# the subprocesses (inspect, medfuzz-lm-eval) inherit the environment: they need the repository root for the
+# tests' own modules and must NOT get src/ (medfuzz comes from the installed package; an extra src/ entry makes
+# Inspect see the src/ egg-info too and find no medfuzz tasks, which broke the documented "src:." command)
+os.environ["PYTHONPATH"] = str(ROOT)
 
 from medfuzz.benchmarks import load_items  # noqa: E402
 from tests.faults.server import CONFIG_FAULTS, FaultServer, default_items  # noqa: E402
