@@ -53,7 +53,7 @@ def _planted_serve(args: argparse.Namespace) -> int:
     if args.data:
         spec = spec.with_target(data=args.data)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    server = launch(spec, port=args.port or 0)
+    server = launch(spec, port=args.port or 0, latency_ms=args.latency_ms)
     print(server.usage_text(), flush=True)
     print("\nPress Ctrl-C to stop.", flush=True)
     try:
@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     planted_serve.add_argument("--spec", default="default", help="a bundled spec name or a YAML path")
     planted_serve.add_argument("--data", default=None, help="override the spec's target.data (demo or a file)")
     planted_serve.add_argument("--port", type=int, default=None, help="default: a free port")
+    planted_serve.add_argument("--latency-ms", type=float, default=0.0,
+                               help="fixed delay before every model call's reply (imitate a real endpoint)")
     planted_serve.set_defaults(func=_planted_serve)
 
     validate = commands.add_parser("validate", help="check every statistic against planted known-truth models")

@@ -212,3 +212,38 @@ def test_a_spec_written_by_to_dict_loads_back_unchanged(tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec.to_dict()))
     assert PlantedSpec.load(path).to_dict() == spec.to_dict()
+
+
+def test_planted_server_latency_delays_model_calls_and_overlaps_them():
+    import json
+    import time
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    from medfuzz.models.planted.server import API_KEY, launch
+
+    server = launch(PlantedSpec.load().with_target(data="demo"), latency_ms=300)
+    try:
+        body = json.dumps({"model": server.target_name, "messages": [{"role": "user", "content": "Hi"}],
+                           "max_tokens": 4}).encode()
+
+        def call() -> float:
+            request = urllib.request.Request(f"{server.base_url}/chat/completions", data=body, method="POST",
+                                             headers={"Content-Type": "application/json",
+                                                      "Authorization": f"Bearer {API_KEY}"})
+            start = time.perf_counter()
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert response.status == 200
+            return time.perf_counter() - start
+
+        assert call() >= 0.3
+        start = time.perf_counter()
+        with ThreadPoolExecutor(4) as pool:
+            assert all(t >= 0.3 for t in pool.map(lambda _: call(), range(4)))
+        assert time.perf_counter() - start < 1.0  # four calls in flight at once, not one after another (1.2 s)
+        with urllib.request.urlopen(f"{server.base_url}/models", timeout=10) as response:  # not a model call
+            assert response.status == 200
+    finally:
+        server.stop()
+    with pytest.raises(ValueError, match="latency_ms"):
+        launch(latency_ms=-1)

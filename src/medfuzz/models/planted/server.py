@@ -180,13 +180,15 @@ class PlantedApp:
         return 404, {"error": {"message": f"no route {method} {path}"}}
 
 
-def _handler(app: PlantedApp) -> type[BaseHTTPRequestHandler]:
+def _handler(app: PlantedApp, latency: float = 0.0) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def _reply(self, method: str) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            if latency and method == "POST":  # a model call: as slow as the endpoint being imitated (one thread
+                time.sleep(latency)  # per connection, so concurrent calls overlap like a real server's)
             try:
                 body = json.loads(raw) if raw else {}
             except ValueError:
@@ -262,10 +264,14 @@ class PlantedServer:
         self.thread.join(timeout=10)
 
 
-def launch(spec: PlantedSpec | None = None, items: Sequence[MCQItem] | None = None, port: int = 0) -> PlantedServer:
-    """Serve in a background thread (port 0: a free one); ``stop()`` ends it."""
+def launch(spec: PlantedSpec | None = None, items: Sequence[MCQItem] | None = None, port: int = 0,
+           latency_ms: float = 0.0) -> PlantedServer:
+    """Serve in a background thread (port 0: a free one); ``stop()`` ends it. ``latency_ms``: a fixed delay
+    before every model call's reply (scale runs against a server as slow as a real endpoint)."""
+    if latency_ms < 0:
+        raise ValueError(f"latency_ms must be 0 or more, got {latency_ms}")
     app = PlantedApp(spec or PlantedSpec.load(), items)
-    httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(app))
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(app, latency_ms / 1000.0))
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, name="planted-server", daemon=True)
     thread.start()
