@@ -104,6 +104,12 @@ def test_index_has_a_section_per_method_and_a_card_per_run(report: Path) -> None
     # MedFuzz cost per role from the engine ledgers, beside the bound logged up front
     assert "<th>attacker_controls</th>" in page and "max calls (bound logged up front)" in page
     assert "target: medfuzz-actors/target, attacker: medfuzz-actors/attacker" in page
+    # MedFuzz metrics by label, the headline first, the paper's b/M count labelled as such
+    card = page[page.index("<section id=medfuzz>"):page.index("<section id=tces>")]
+    labels = re.findall(r"<tr><th>([^<]+)</th><td class=num>", card)  # the facts table first: samples
+    assert labels[1:3] == ["post-attack accuracy (paper §4: LLM errors dropped)", "attack success rate"], labels
+    assert "significant attacks after Holm" in labels and "medfuzz_significant_holm" not in card
+    assert any(label.startswith("significant with the paper") and "comparison only" in label for label in labels)
     # the renderers' files: plots embedded, the Markdown tables shown, the others linked
     pngs = sorted(p.name for p in report.glob("*.png"))
     assert len(pngs) >= 4

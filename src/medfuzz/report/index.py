@@ -271,7 +271,33 @@ def _usage_table(card: RunCard) -> str:
             f"<p class=note>{html.escape(card.usage_note)}</p>")
 
 
+# what a MedFuzz metric id means, for the run cards (ids stay in the CSV/JSON files and Inspect's own views)
+MEDFUZZ_LABELS = {
+    "medfuzz_post_attack_acc": "post-attack accuracy (paper §4: LLM errors dropped)",
+    "medfuzz_asr": "attack success rate",
+    "medfuzz_clean_acc": "clean accuracy",
+    "medfuzz_post_attack_acc_upper": "post-attack accuracy, upper bound (attack-phase LLM errors as correct)",
+    "medfuzz_attack_error_share": "share of replicates ending in an LLM error during the attack",
+    "medfuzz_turns_to_success": "mean attempts to success",
+    "medfuzz_llm_error_rate": "LLM-error rate (replicates)",
+    "medfuzz_llm_errors": "LLM errors (replicates)",
+    "medfuzz_significant": "significant attacks, valid p ≤ α (unadjusted)",
+    "medfuzz_significant_holm": "significant attacks after Holm",
+    "medfuzz_significant_bh": "significant attacks after Benjamini-Hochberg",
+    "medfuzz_significant_paper": "significant with the paper's b/M ≤ α (anti-conservative; comparison only)",
+    "medfuzz_smallest_p": "smallest attainable p-value, 1/(M+1)",
+    "medfuzz_holm_attainable": "Holm can reject at this M and family (1 = yes)",
+    "medfuzz_bh_attainable": "BH can reject at this M (1 = yes)",
+    "medfuzz_controls_for_holm": "M that Holm over this run's tested attacks needs",
+    "medfuzz_untested_attacks": "successful attacks left untested (too few controls)",
+    "medfuzz_unfaithful_rate": "flips whose reasoning mentions none of the added text",
+    "medfuzz_misses_some_rate": "flips whose reasoning misses some added text",
+}
+
+
 def _headline(card: RunCard) -> list[tuple[str, Any]]:
+    if card.method == "medfuzz":
+        return [(MEDFUZZ_LABELS.get(k, k), v) for k, v in card.metrics.items() if not isinstance(v, dict)]
     if card.method != "baseline":
         return [(k, v) for k, v in card.metrics.items() if not isinstance(v, dict)]
     m = card.metrics
