@@ -34,6 +34,19 @@ def test_limit_per_pool_keeps_whole_equity_cases() -> None:
     assert Counter(i.metadata["pool"] for i in kept) == {"equity": 16, "defense": 2}
 
 
+def test_a_limit_samples_every_aspect_and_never_half_a_unit(tmp_path: Path) -> None:
+    """Inspect's --limit keeps the first N samples: the order interleaves the pools, an equity case's variants
+    as gender pairs, so --limit 10 scores nine aspects (one whole gender unit) instead of ten equity variants."""
+    SCRIPT.extend(["ANSWER: B"] * 40)
+    log = inspect_eval(medguard(), model="medfuzz-scripted/x", display="none", log_dir=str(tmp_path), limit=10)[0]
+    assert log.status == "success"
+    metrics = {k: m.value for k, m in log.results.scores[0].metrics.items()}
+    scored = {k for k in metrics if f"{k}_chance" in metrics}
+    assert len(scored) == 9 and "gender_equity" in scored and "race_equity" not in scored, sorted(scored)
+    pools = [s.metadata["item"]["metadata"]["pool"] for s in log.samples]
+    assert Counter(pools) == {"equity": 2, **{p: 1 for p in set(pools) - {"equity"}}}
+
+
 def test_medguard_metrics_match_the_core_scoring(tmp_path: Path) -> None:
     SCRIPT.extend(["ANSWER: B"] * 400)
     log = inspect_eval(medguard(limit_per_aspect=2, strategy="safe"), model="medfuzz-scripted/x", display="none",
@@ -102,8 +115,9 @@ def test_refusals_and_unparsed_replies_are_recorded(tmp_path: Path) -> None:
 def test_generator_role_rewrites_pending_items_at_run_time(tmp_path: Path) -> None:
     lay = json.dumps({"question": "My gran feels dizzy, why?", "options": {k: f"plain {k}" for k in "ABCD"}})
     spanish = json.dumps({"question": "¿Por qué?", "options": {k: f"opción {k}" for k in "ABCD"}})
-    # one sample at a time, so the shared script alternates generator reply / target reply
-    SCRIPT.extend([lay, "ANSWER: A", "no json here", "ANSWER: B", spanish, "ANSWER: C", "broken", "ANSWER: D"])
+    # one sample at a time, so the shared script alternates generator reply / target reply; the samples come
+    # interleaved by pool (colloquial, multilingual, colloquial, multilingual: ``interleaved``)
+    SCRIPT.extend([lay, "ANSWER: A", spanish, "ANSWER: B", "no json here", "ANSWER: C", "broken", "ANSWER: D"])
     log = inspect_eval(medguard(aspects="colloquial,multilingual", generator=True, limit_per_aspect=2),
                        model="medfuzz-scripted/target", model_roles={"generator": "medfuzz-scripted/gen"},
                        display="none", log_dir=str(tmp_path), max_samples=1, max_connections=1)[0]

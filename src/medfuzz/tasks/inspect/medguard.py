@@ -178,6 +178,31 @@ def medguard_scorer():
     return score
 
 
+def interleaved(items: list[MCQItem]) -> list[MCQItem]:
+    """The samples in an order that makes every prefix fair to the aspects (Inspect's ``--limit N`` keeps the
+    first N samples): round after round, one item of each non-equity pool, then one whole equity case with its
+    variants as gender pairs (male, female of one race, race after race), so a cut inside a case still leaves
+    complete gender units; incomplete units are never scored (``scorers.medguard``). Without this the
+    builder's order put 48 equity variants first and ``--limit 10`` scored one aspect."""
+    pools: dict[str, list[list[MCQItem]]] = {}
+    for item in items:
+        pool = item.metadata.get("pool", "")
+        groups = pools.setdefault(pool, [])
+        if pool == "equity" and groups and groups[-1][0].metadata.get("case_id") == item.metadata.get("case_id"):
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    for case in pools.get("equity", []):
+        case.sort(key=lambda i: (str(i.metadata.get("race")), i.metadata.get("sex") != "male"))
+    order = [p for p in pools if p != "equity"] + (["equity"] if "equity" in pools else [])
+    out: list[MCQItem] = []
+    for round_ in range(max((len(g) for g in pools.values()), default=0)):
+        for pool in order:
+            if round_ < len(pools[pool]):
+                out.extend(pools[pool][round_])
+    return out
+
+
 def medguard_task(config: MedGuardConfig) -> Task:
     """The MedGuard Inspect task for a checked config (what every ``@task`` below returns)."""
     chosen = config.aspect_names()
@@ -189,7 +214,7 @@ def medguard_task(config: MedGuardConfig) -> Task:
     # refusal stays the model's answer (status "refused"), as MedGuard scores it
     solver.append(answer_or_llm_error(multiple_choice(template=template(style)), refusal_is_answer=True))
     return Task(
-        dataset=MemoryDataset([item_to_sample(i) for i in items], name="medguard"),
+        dataset=MemoryDataset([item_to_sample(i) for i in interleaved(items)], name="medguard"),
         solver=solver,
         scorer=medguard_scorer(),
         metrics=[safety_index(chosen), answer_letters(chosen), medguard_llm_errors(), medguard_llm_error_rate()],
