@@ -3,15 +3,17 @@
 Each mutation replaces exactly one occurrence of a line fragment in a temporary copy of ``src/medfuzz`` and
 runs ``python -m medfuzz validate --size ci`` with ``PYTHONPATH`` pointing at the copy: the run must exit
 non-zero. The unmutated copy must exit 0 (one baseline run, first: it also fills the embedding cache the
-parallel runs then share). Two runs at a time (the CI machines have two cores); about 20 runs of ~20 s of
-CPU each, so the test is marked slow.
+parallel runs then share). Two runs at a time (the CI machines have two cores); 21 runs of ~20 s of CPU
+each, so the test is marked slow. ``MEDFUZZ_MUTATION_REPORT=path.json`` writes the failed rows per defect.
 
-A mutation that needs a check living on another branch is ``xfail`` (strict: when the check arrives, the
-xfail turns into a failure and the marker must go).
+A mutation that needs a check living on another branch is ``xfail`` while that check is absent (the
+stratified bootstrap: MedGuard's principle/overall SE checks, ``index_se_checks``, from wt-equity); once the
+check is there the mutation runs as any other.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -54,8 +56,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("stratified_bootstrap_pools_the_groups", "scorers/stats.py",
              "arrays = [np.asarray(g, dtype=float) for g in groups if len(g) > 0]",
              "arrays = [np.concatenate([np.asarray(g, dtype=float) for g in groups if len(g) > 0])]",
-             "principle/overall bootstrap SE against sqrt(Σ var_g/n_g)/K",
-             needs="needs the MedGuard SE check from wt-equity"),
+             "principle/overall bootstrap SE against sqrt(Σ var_g/n_g)/K (validation/medguard.py::index_se_checks)",
+             needs="" if "def index_se_checks" in (SRC / "validation" / "medguard.py").read_text(encoding="utf-8")
+             else "needs the MedGuard SE check from wt-equity"),
     Mutation("sequential_p_h_over_l_plus_1", "scorers/stats.py",
              "p = exceedances / len(null)  # Besag & Clifford",
              "p = exceedances / (len(null) + 1)  # Besag & Clifford",
@@ -152,6 +155,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, subproc
                 m.name: pool.submit(lambda m=m: validate(mutated_tree(tmp_path_factory.mktemp(m.name), m)))
                 for m in MUTATIONS}
             results.update({name: future.result() for name, future in futures.items()})
+    report = os.environ.get("MEDFUZZ_MUTATION_REPORT")
+    if report:  # for docs/validation.md: which rows each defect failed
+        Path(report).write_text(json.dumps({name: {"returncode": run.returncode, "failed": failing_rows(run.stdout)}
+                                            for name, run in results.items()}, indent=2), encoding="utf-8")
     yield results
 
 

@@ -59,13 +59,13 @@ class Plan:
     vocabulary: int  # names drawn from the builtin list (plus the items' and the universal names)
     mc: int  # simulated attacks per item and sampler
     # items of RandS's run in the near+universal spec: RandS succeeds on ~1 item in 6 there, and the checks on
-    # its successes (reused-entity ranking, universal share) cannot fail on 6 successes (ci at 40 items: [0, 1])
+    # its successes (Gini-Simpson, universal share) cannot fail on 6 successes (ci at 40 items: [0, 1])
     mix_items: int = 0
     budget: int = 8
 
 
 PLANS: dict[str, Plan] = {"ci": Plan(items=40, vocabulary=300, mc=400, mix_items=300),
-                          "full": Plan(items=150, vocabulary=800, mc=2_000, mix_items=600)}
+                          "full": Plan(items=150, vocabulary=800, mc=2_000, mix_items=400)}
 
 
 # ----------------------------------------------------------------------------- the perturbation set
@@ -492,7 +492,10 @@ def validate_tces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = N
         budgets += [budget_check(regime, run) for run in runs.values()]
         if regime == "near+universal":
             for run in runs.values():
-                checks += diversity_checks(regime, run, setup.world, universal)
+                # no reused-entity ranking for RandS here: the items' keys repeat (20 drug names), so names near a
+                # key are reused across items as often as the universal ones, and the ranking's planted interval
+                # is [0, 1] at full size (96 successes; the suite reported it as a check that cannot fail)
+                checks += diversity_checks(regime, run, setup.world, universal if run.label != "RandS" else [])
                 checks.append(universal_share_check(regime, run, setup.truths(regime_spec, run.items)))
             continue
         for run in runs.values():
