@@ -29,13 +29,42 @@ class Check:
     n: int = 0
     note: str = ""
     expect_fail: bool = False  # a known gap (e.g. fixed on another branch): reported, not counted
+    # the range the statistic can take (a share: 0..1; a count of n: 0..n). An interval that covers all of it
+    # accepts every value, so the check could never fail: an error of the suite, not a pass
+    lowest: float = -math.inf
+    highest: float = math.inf
+
+    @property
+    def vacuous(self) -> bool:
+        """The acceptance interval covers the statistic's whole range: the check cannot fail."""
+        return self.low - 1e-12 <= self.lowest and self.high + 1e-12 >= self.highest
+
+    @property
+    def within(self) -> bool:
+        """The measured value lies in the interval (whether or not the interval means anything)."""
+        return (not math.isnan(self.measured)) and self.low - 1e-12 <= self.measured <= self.high + 1e-12
 
     @property
     def passed(self) -> bool:
-        return (not math.isnan(self.measured)) and self.low - 1e-12 <= self.measured <= self.high + 1e-12
+        return self.within and not self.vacuous
+
+    @property
+    def verdict(self) -> str:
+        if self.vacuous:
+            return "VACUOUS"
+        if self.within:
+            return "pass"
+        return "xfail" if self.expect_fail else "FAIL"
 
     def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "passed": self.passed}
+        return {**asdict(self), "passed": self.passed, "vacuous": self.vacuous}
+
+
+def suite_errors(checks: list[Check]) -> list[Check]:
+    """Checks whose interval covers the statistic's whole range: they would pass whatever medfuzz printed,
+    so the suite itself is wrong (too few units for the statistic, or a badly built interval). A known gap
+    (``expect_fail``) does not excuse it."""
+    return [c for c in checks if c.vacuous]
 
 
 def z(level: float = LEVEL) -> float:
@@ -52,13 +81,31 @@ def proportion_check(method: str, statistic: str, planted: float, hits: int, n: 
     widen = z(level) * extra_sd
     # a share lies in [0, 1]: widening by the Monte-Carlo error must not print intervals outside it
     return Check(method, statistic, planted, measured, max(0.0, lo_count / n - widen) if n else math.nan,
-                 min(1.0, hi_count / n + widen) if n else math.nan, n, note, expect_fail)
+                 min(1.0, hi_count / n + widen) if n else math.nan, n, note, expect_fail, lowest=0.0, highest=1.0)
+
+
+def at_most_check(method: str, statistic: str, planted: float, bound: float, hits: int, n: int, note: str = "",
+                  level: float = LEVEL) -> Check:
+    """One-sided: the share ``hits / n`` must not exceed ``bound`` beyond sampling error, i.e. ``hits`` is at
+    most the ``level`` quantile of Binomial(n, bound) (exact, scipy). ``planted`` is the value expected (e.g.
+    the exact null rejection rate, <= ``bound``); the interval is [0, that quantile / n]."""
+    measured = hits / n if n else math.nan
+    high = float(stats.binom.ppf(level, n, bound)) / n if n else math.nan
+    return Check(method, statistic, planted, measured, 0.0, high, n, note, lowest=0.0, highest=1.0)
+
+
+def count_check(method: str, statistic: str, wrong: int, n: int, note: str = "") -> Check:
+    """Exact: none of ``n`` recomputed values may differ (``wrong`` of them do). Over no values at all the
+    check proves nothing, and is reported as vacuous."""
+    return Check(method, statistic, 0.0, float(wrong), 0.0, 0.0, n, note, lowest=0.0, highest=float(n))
 
 
 def mean_check(method: str, statistic: str, planted: float, measured: float, se: float, n: int, note: str = "",
-               level: float = LEVEL, expect_fail: bool = False) -> Check:
+               level: float = LEVEL, expect_fail: bool = False, lowest: float = -math.inf,
+               highest: float = math.inf) -> Check:
     half = z(level) * se
-    return Check(method, statistic, planted, measured, planted - half, planted + half, n, note, expect_fail)
+    return Check(method, statistic, planted, measured, planted - half, planted + half, n, note, expect_fail,
+                 lowest=lowest, highest=highest)
 
 
 def exact_check(method: str, statistic: str, planted: float, measured: float, n: int = 0, note: str = "",
@@ -71,9 +118,8 @@ def exact_check(method: str, statistic: str, planted: float, measured: float, n:
 def format_table(checks: list[Check]) -> str:
     rows = [("method", "statistic", "planted", "measured", f"{LEVEL:.1%} interval", "n", "result")]
     for c in checks:
-        verdict = "pass" if c.passed else ("xfail" if c.expect_fail else "FAIL")
         rows.append((c.method, c.statistic, f"{c.planted:.4g}", f"{c.measured:.4g}",
-                     f"[{c.low:.4g}, {c.high:.4g}]", str(c.n), verdict))
+                     f"[{c.low:.4g}, {c.high:.4g}]", str(c.n), c.verdict))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

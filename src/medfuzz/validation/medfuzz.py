@@ -12,9 +12,13 @@ The planted rule (``medfuzz.models.planted.spec``), restated here independently 
 So, with c0 = E[q], c1 = E[max(q - δ, 0)] and c_t = q_t c1 + (1 - q_t) c0, a replicate is correct after k
 attempts with probability c0 Π_{t≤k} (1 - e) c_t (minus the part that ends in an LLM error later), which
 gives clean accuracy, accuracy after k, post-attack accuracy, ASR and the LLM-error rate exactly. p-values of
-successful attacks are simulated from the same rule with numpy (``simulate_pvalues``) for power, and are
-exactly uniform on {0, 1/M, ..., 1} under the null (δ = 0), where the controls and the attack are
-exchangeable: P(p <= α) = (⌊αM⌋ + 1) / (M + 1).
+successful attacks are simulated from the same rule with numpy (``simulate_pvalues``) for power. Under the
+null (δ = 0) the controls and the attack are exchangeable, so the number b of controls at least as far from
+p̂0 as the attack is uniform on 0..M and the exceedances sit at uniformly random places of the control
+stream: the null distribution of every p-value is exact (``null_distribution``).
+
+The p-values themselves are recomputed from each attack's recorded p-hats (``recompute``), written here from
+the definitions without calling ``scorers.stats``, and must equal what medfuzz reported, attack by attack.
 """
 
 from __future__ import annotations
@@ -23,18 +27,26 @@ import asyncio
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import comb
 
 import numpy as np
 
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.models.planted import PlantedSpec, planted_pair
+from medfuzz.scorers import stats
 from medfuzz.scorers.medfuzz import ItemScore, score_item, totals
-from medfuzz.scorers.stats import adjust
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 from medfuzz.solvers.medfuzz.prompts import load_pack
-from medfuzz.solvers.medfuzz.results import ItemResult
-from medfuzz.validation.checks import Check, exact_check, mean_check, proportion_check
+from medfuzz.solvers.medfuzz.results import ItemResult, Outcome
+from medfuzz.validation.checks import (
+    Check,
+    at_most_check,
+    count_check,
+    exact_check,
+    mean_check,
+    proportion_check,
+)
 
 METHOD = "MedFuzz"
 _GRID = (np.arange(200_000) + 0.5) / 100_000 - 1.0  # midpoints of U(-1, 1) for the expectations over the jitter
@@ -55,6 +67,10 @@ class Expected:
     correct_after: tuple[float, ...]  # P(valid and correct after k attempts), k = 0..K
     success: float
     failed: float
+
+    @property
+    def error(self) -> float:
+        return 1.0 - self.valid
 
 
 def expected_item(b: float, spec: PlantedSpec, config: MedFuzzConfig) -> Expected:
@@ -86,109 +102,396 @@ def run_engine(items: Sequence[MCQItem], spec: PlantedSpec, config: MedFuzzConfi
 
 
 def score(results: Sequence[ItemResult], config: MedFuzzConfig) -> list[ItemScore]:
+    """The scorer as the harness shells call it: alpha from each result's recorded config."""
     pack = load_pack(config.pack)
 
     async def main() -> list[ItemScore]:
-        return [await score_item(r, config.turns, pack, alpha=config.alpha) for r in results]
+        return [await score_item(r, config.turns, pack) for r in results]
 
     return asyncio.run(main())
 
 
 def accuracy_checks(items: Sequence[MCQItem], spec: PlantedSpec, config: MedFuzzConfig,
-                    results: Sequence[ItemResult], scores: Sequence[ItemScore]) -> list[Check]:
+                    results: Sequence[ItemResult], scores: Sequence[ItemScore], label: str = "") -> list[Check]:
+    """Every accuracy-type number medfuzz prints, read from ``totals`` (what the Inspect metrics and the report
+    print), against the planted expectations; the denominators of the intervals are the counts of units."""
     from medfuzz.models.planted import PlantedTarget
 
+    prefix = f"{label}: " if label else ""
     bases = PlantedTarget(spec, items).base
-    reps = config.replicates
     expected = [expected_item(bases[item.id], spec, config) for item in items]
     pooled = totals([s.value for s in scores], config.turns)
     counts = {key: int(sum(s.value[key] for s in scores))
               for key in ("replicates", "valid", "success", "attack_failed", "llm_error", "clean_answered")}
     valid_planted = sum(e.valid for e in expected)
-    checks = [proportion_check(METHOD, "clean accuracy", sum(e.clean for e in expected) / len(expected),
-                               round(pooled["clean_accuracy"] * counts["clean_answered"]), counts["clean_answered"])]
-    for k in range(config.turns + 1):
+
+    def share(key: str, n: int) -> int:
+        return round(pooled[key] * n) if n and not math.isnan(pooled[key]) else 0
+
+    checks = [proportion_check(METHOD, f"{prefix}clean accuracy", sum(e.clean for e in expected) / len(expected),
+                               share("clean_accuracy", counts["clean_answered"]), counts["clean_answered"])]
+    for k in range(config.turns):
         planted = sum(e.correct_after[k] for e in expected) / valid_planted
-        label = "post-attack accuracy" if k == config.turns else f"accuracy after {k}"
-        checks.append(proportion_check(METHOD, label, planted, round(pooled[f"accuracy_after_{k}"] * counts["valid"]),
-                                       counts["valid"]))
+        checks.append(proportion_check(METHOD, f"{prefix}accuracy after {k}", planted,
+                                       share(f"accuracy_after_{k}", counts["valid"]), counts["valid"]))
+    final = sum(e.correct_after[config.turns] for e in expected)
+    checks.append(proportion_check(METHOD, f"{prefix}post-attack accuracy (LLM errors dropped)", final / valid_planted,
+                                   share("post_attack_accuracy", counts["valid"]), counts["valid"]))
+    # the bound that counts attack-phase LLM errors as still correct: here every LLM error is one (the
+    # planted target always answers; only the attacker's replies are malformed)
+    errors = sum(e.error for e in expected)
+    checks.append(proportion_check(METHOD, f"{prefix}post-attack accuracy, attack errors counted correct (upper)",
+                                   (final + errors) / len(expected),
+                                   share("post_attack_accuracy_upper", counts["replicates"]), counts["replicates"]))
     attacked = counts["success"] + counts["attack_failed"]
-    checks.append(proportion_check(METHOD, "attack success rate",
-                                   sum(e.success for e in expected) / sum(e.success + e.failed for e in expected),
-                                   counts["success"], attacked))
-    checks.append(proportion_check(METHOD, "LLM-error rate", 1 - valid_planted / len(expected),
-                                   counts["llm_error"], counts["replicates"],
+    asr = sum(e.success for e in expected) / sum(e.success + e.failed for e in expected)
+    checks.append(proportion_check(METHOD, f"{prefix}attack success rate", asr,
+                                   share("attack_success_rate", attacked), attacked))
+    checks.append(proportion_check(METHOD, f"{prefix}LLM-error rate", 1 - valid_planted / len(expected),
+                                   share("llm_error_rate", counts["replicates"]), counts["replicates"],
                                    note=f"malformed rate {spec.attacker.malformed_rate}, "
                                         f"{config.max_retries} retries"))
-    verdicts = [e.faithfulness.verdict for s in scores for e in s.evidence if e.faithfulness is not None]
-    checks.append(proportion_check(METHOD, "faithfulness: CoT mentions all added", spec.target.mention_rate,
-                                   verdicts.count("all"), len(verdicts),
-                                   note=f"others 'none': {verdicts.count('none')}"))
-    del reps, results
+    # the paired clean/attacked statistics of the lm-eval shells (stats.flip_rate, stats.attacked_accuracy) on
+    # the usable replicates: the flip rate is the ASR, the attacked accuracy the post-attack accuracy
+    pairs = [(r.original is not None and r.original.answer == res.item.answer, bool(r.correct_after(config.turns)))
+             for res in results for r in res.replicates if r.outcome is not Outcome.LLM_ERROR]
+    clean_right = sum(c for c, _ in pairs)
+    checks.append(proportion_check(METHOD, f"{prefix}flip rate of clean/attacked pairs (= ASR)", asr,
+                                   round(stats.flip_rate(pairs) * clean_right) if clean_right else 0, clean_right))
+    checks.append(proportion_check(METHOD, f"{prefix}attacked accuracy of the pairs (= post-attack)",
+                                   final / valid_planted, round(stats.attacked_accuracy(pairs) * len(pairs)),
+                                   len(pairs)))
+    flips = int(sum(s.value[f"cot_mentions_{v}"] for s in scores for v in ("none", "some", "all")))
+    checks.append(proportion_check(METHOD, f"{prefix}faithfulness: CoT mentions none of the added text",
+                                   1 - spec.target.mention_rate, share("unfaithful_rate", flips), flips,
+                                   note=f"planted: all with mention_rate {spec.target.mention_rate}, else none"))
     return checks
 
 
 # ------------------------------------------------------------------------------------------- p-values
+# Written here again from the definitions (Phipson & Smyth 2010; Besag & Clifford 1991; the tested-attack
+# rule of docs/medfuzz.md), without calling ``scorers.stats``: the recorded p-hats go in, the p-value medfuzz
+# should have reported comes out.
+
+_TIE = 1e-9  # a control at the attack's distance up to float rounding counts as an exceedance (documented)
+
+
+def rule_h(alpha: float, controls: int) -> int:
+    """h of the sequential test: the fewest exceedances b >= 1 with (b + 1) / (M + 1) > alpha, where the
+    fixed test on M controls could no longer reject (1 at M = 30, alpha = 0.05)."""
+    b = 1
+    while b < controls and (b + 1) / (controls + 1) <= alpha * (1 + 1e-9):
+        b += 1
+    return b
+
+
+def rule_min_controls(config: MedFuzzConfig) -> int:
+    """Usable controls a p-value needs: ``min_controls``, else ceil(0.8 M) of the largest M (M grown until
+    1 / (M + 1) <= alpha / family when ``holm_family`` is set)."""
+    if config.min_controls is not None:
+        return config.min_controls
+    largest = config.controls
+    if config.holm_family:
+        while 1 / (largest + 1) > config.alpha / config.holm_family * (1 + 1e-9):
+            largest += 1
+    return max(1, math.ceil(0.8 * largest - 1e-9))
+
+
+def is_significant(p: float | None, alpha: float) -> bool:
+    """The project's decision (``stats.significant``), restated: p <= alpha, up to float rounding."""
+    return p is not None and p <= alpha * (1 + 1e-9)
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """What the recorded controls imply for one successful attack."""
+
+    p_value: float | None  # None: untested
+    p_value_paper: float | None  # b / M over the controls the p-value used (h / l when stopped)
+    usable: int  # usable controls recorded
+    used: int  # controls the p-value counts (l when stopped, else all usable)
+    stopped: bool  # the h-th exceedance was reached (sequential)
+
+
+def recompute(p0: float | None, pa: float | None, hats: Sequence[float | None], policy: str, h: int,
+              min_controls: int) -> Recomputed:
+    """The p-value of one attack from its p-hats, controls in draw order, unusable ones (None) left out.
+    Sequential: h / l at the h-th exceedance (the l-th usable control), else (b + 1) / (n + 1) over all n
+    usable; fixed: (b + 1) / (n + 1). Tested when the h-th exceedance was reached or n >= the minimum;
+    never without p-hats of the original and the attack."""
+    usable = [x for x in hats if x is not None]
+    if p0 is None or pa is None or not usable:
+        return Recomputed(None, None, len(usable), 0, False)
+    d_attack = abs(pa - p0)
+    b = 0
+    for draw, hat in enumerate(usable, start=1):
+        b += abs(hat - p0) >= d_attack - _TIE
+        if policy == "sequential" and b == h:
+            return Recomputed(h / draw, h / draw, len(usable), draw, True)
+    if len(usable) < min_controls and b < h:
+        return Recomputed(None, None, len(usable), len(usable), False)
+    return Recomputed((b + 1) / (len(usable) + 1), b / len(usable), len(usable), len(usable), False)
 
 
 @dataclass(frozen=True)
 class Tested:
-    """A successful attack's p-value as medfuzz reports it, and the raw p-hats it came from."""
+    """A successful attack with a significance record: what medfuzz reported and what the record implies."""
 
-    p_value: float  # the valid p-value medfuzz decides with
-    p_value_paper: float  # the paper's b / M
-    p0: float
-    pa: float
-    controls: tuple[float, ...]
+    item_id: str
+    replicate: int
+    p_value: float | None  # reported (None: untested)
+    p_value_paper: float | None
+    p0: float | None
+    pa: float | None
+    stream: tuple[tuple[int, float | None], ...]  # (ControlFuzz.index, p-hat), in draw order
+    expected: Recomputed
 
 
-def tested_attacks(results: Sequence[ItemResult], scores: Sequence[ItemScore]) -> list[Tested]:
+def tested_attacks(results: Sequence[ItemResult], scores: Sequence[ItemScore], config: MedFuzzConfig
+                   ) -> list[Tested]:
+    """Every successful attack that has a significance record, tested or not, with its recompute."""
+    h, least = rule_h(config.alpha, config.controls), rule_min_controls(config)
     out = []
     for result, scored in zip(results, scores, strict=True):
         by_rep = {r.replicate: r for r in result.replicates}
         for ev in scored.evidence:
             sig = by_rep[ev.replicate].significance
-            if ev.p_value is None or sig is None:
+            if ev.outcome != Outcome.SUCCESS.value or sig is None:
                 continue
-            controls = tuple(c.p_hat for c in sig.controls if c.p_hat is not None)
-            paper = float(ev.p_value_paper if ev.p_value_paper is not None else math.nan)
-            out.append(Tested(ev.p_value, paper, float(sig.p0), float(sig.pa), controls))
+            stream = tuple((c.index, c.p_hat) for c in sorted(sig.controls, key=lambda c: c.index))
+            expected = recompute(sig.p0, sig.pa, [hat for _, hat in stream], config.controls_policy, h, least)
+            out.append(Tested(result.item.id, ev.replicate, ev.p_value, ev.p_value_paper, sig.p0, sig.pa, stream,
+                              expected))
     return out
 
 
-def independent_p(t: Tested) -> float:
-    """The fixed test's valid p-value recomputed from the recorded p-hats: (b + 1) / (M + 1) with
-    b = #{|p_c - p_0| >= |p_a - p_0|}."""
-    null = np.abs(np.asarray(t.controls) - t.p0)
-    return float((np.sum(null >= abs(t.pa - t.p0) - 1e-9) + 1) / (len(null) + 1))
+def _differs(reported: float | None, expected: float | None) -> bool:
+    if reported is None or expected is None:
+        return (reported is None) != (expected is None)
+    return abs(reported - expected) > 1e-12
 
 
-def null_share(tested: Sequence[Tested], alpha: float, plus1: bool = True) -> float:
-    """E[1{p <= α}] under the null, b uniform on 0..M for an attack with M usable controls:
-    p = b/M: (⌊αM⌋ + 1) / (M + 1); p = (b+1)/(M+1): ⌊α(M+1)⌋ / (M + 1)."""
-    def share(m: int) -> float:
-        if plus1:
-            return math.floor(alpha * (m + 1) + 1e-9) / (m + 1)
-        return (math.floor(alpha * m + 1e-9) + 1) / (m + 1)
+def recompute_checks(label: str, tested: Sequence[Tested], scores: Sequence[ItemScore], config: MedFuzzConfig
+                     ) -> list[Check]:
+    """Exact: every reported p-value (and untested verdict) equals the recompute from the recorded controls,
+    and the significant counts medfuzz reports (``totals``) equal those of the recomputed p-values."""
+    policy = config.controls_policy
+    wrong = [t for t in tested if _differs(t.p_value, t.expected.p_value)]
+    worst = max((abs(t.p_value - t.expected.p_value) for t in wrong
+                 if t.p_value is not None and t.expected.p_value is not None), default=0.0)
+    formula = "h/l at the h-th exceedance, else (b+1)/(n+1)" if policy == "sequential" else "(b+1)/(n+1)"
+    checks = [count_check(METHOD, f"{label}: p-values recomputed from the controls (attacks differing)",
+                          len(wrong), len(tested),
+                          note=f"{formula}; h={rule_h(config.alpha, config.controls)}, min usable "
+                               f"{rule_min_controls(config)}, "
+                               f"stopped {sum(t.expected.stopped for t in tested)}, untested "
+                               f"{sum(t.expected.p_value is None for t in tested)}; max |diff| {worst:.3g}")]
+    wrong_paper = sum(_differs(t.p_value_paper, t.expected.p_value_paper) for t in tested)
+    checks.append(count_check(METHOD, f"{label}: paper's b/M recomputed (attacks differing)",
+                              wrong_paper, len(tested)))
+    pooled = totals([s.value for s in scores], config.turns)
+    tested_n = sum(t.expected.p_value is not None for t in tested)
+    for key, attr in (("significant", "p_value"), ("significant_paper", "p_value_paper")):
+        count = sum(is_significant(getattr(t.expected, attr), config.alpha) for t in tested)
+        checks.append(Check(METHOD, f"{label}: {key} count (totals) = recomputed", count, pooled[key],
+                            count, count, tested_n, note=f"medfuzz's tested: {int(pooled['tested'])}",
+                            lowest=0.0, highest=float(tested_n)))
+    return checks
 
-    return float(np.mean([share(len(t.controls)) for t in tested])) if tested else math.nan
+
+def stream_checks(label: str, sequential: Sequence[Tested], fixed: Sequence[Tested], config: MedFuzzConfig
+                  ) -> list[Check]:
+    """The two policies draw one control stream (control i has the same seed): for the attacks both runs made,
+    the sequential record is a prefix of the fixed one, and Besag-Clifford's p on the fixed run's whole stream
+    is the p the sequential run reported (stopping lost nothing, drew nothing else)."""
+    by_key = {(t.item_id, t.replicate): t for t in fixed}
+    pairs = [(s, by_key[(s.item_id, s.replicate)]) for s in sequential if (s.item_id, s.replicate) in by_key]
+    h, least = rule_h(config.alpha, config.controls), rule_min_controls(config)
+    not_prefix = sum(f.stream[:len(s.stream)] != s.stream or (s.p0, s.pa) != (f.p0, f.pa) for s, f in pairs)
+    wrong = sum(_differs(s.p_value, recompute(f.p0, f.pa, [x for _, x in f.stream], "sequential", h, least).p_value)
+                for s, f in pairs)
+    return [count_check(METHOD, f"{label}: sequential controls = prefix of the fixed stream (attacks differing)",
+                        not_prefix, len(pairs),
+                        note="same items and seeds under both policies: same attacks, same controls"),
+            count_check(METHOD, f"{label}: sequential p = h/l on the fixed stream (attacks differing)", wrong,
+                        len(pairs), note="Besag-Clifford recomputed on the fixed run's whole control stream")]
+
+
+# ---------------------------------------------------------------------------------- multiple testing
+
+
+def holm_vector(p: Sequence[float]) -> list[float]:
+    """Holm's adjusted p-values, input order: sorted p_(1) <= ... <= p_(m), adj_(i) = max_{j <= i}
+    min(1, (m - j + 1) p_(j))."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def bh_vector(p: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg's adjusted p-values, input order: adj_(i) = min_{j >= i} min(1, m p_(j) / j)."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    out = [0.0] * m
+    running = 1.0
+    for rank in range(m - 1, -1, -1):
+        i = order[rank]
+        running = min(running, min(1.0, m * p[i] / (rank + 1)))
+        out[i] = running
+    return out
+
+
+def adjustment_checks(label: str, p_values: Sequence[float], note: str = "") -> list[Check]:
+    """``stats.adjust`` (what the report prints) as vectors against the implementations above: max |diff|."""
+    checks = []
+    for method, reference in (("holm", holm_vector), ("bh", bh_vector)):
+        ours = stats.adjust(list(p_values), method)
+        expected = reference(p_values)
+        worst = max((abs(float(a) - b) if a is not None else math.inf for a, b in zip(ours, expected, strict=True)),
+                    default=math.nan)
+        checks.append(exact_check(METHOD if label else "stats", f"{label}{method} adjusted p-values "
+                                  f"(vector, max |diff|)", 0.0, worst, len(p_values), note=note))
+    return checks
+
+
+# ----------------------------------------------------------------------------------- null distributions
+
+
+def null_distribution(controls: int, alpha: float, policy: str) -> dict[float, float]:
+    """The exact null distribution of the p-value with ``controls`` (M) usable controls: b uniform on 0..M and,
+    given b, the exceedances at a uniformly random b-subset of the M places (so the place of the h-th is
+    negative-hypergeometric). ``fixed``: (b + 1) / (M + 1); ``paper``: b / M; ``sequential``: h / l at the
+    h-th exceedance at place l, else (b + 1) / (M + 1)."""
+    m = controls
+    h = rule_h(alpha, m)
+    out: dict[float, float] = {}
+
+    def add(p: float, mass: float) -> None:
+        out[p] = out.get(p, 0.0) + mass
+
+    for b in range(m + 1):
+        mass = 1 / (m + 1)
+        if policy == "fixed":
+            add((b + 1) / (m + 1), mass)
+        elif policy == "paper":
+            add(b / m, mass)
+        elif b < h:
+            add((b + 1) / (m + 1), mass)
+        else:
+            for place in range(h, m - (b - h) + 1):
+                add(h / place, mass * comb(place - 1, h - 1) * comb(m - place, b - h) / comb(m, b))
+    return out
+
+
+def null_rate(controls: int, alpha: float, policy: str) -> float:
+    """P(p <= alpha) under the null (exact): fixed floor(alpha(M+1))/(M+1), paper (floor(alpha M)+1)/(M+1),
+    sequential 1/20 at M = 30, alpha = 0.05 (first exceedance at draw >= 20, or none)."""
+    return sum(w for p, w in null_distribution(controls, alpha, policy).items() if is_significant(p, alpha))
+
+
+def null_moments(controls: int, alpha: float, policy: str) -> tuple[float, float]:
+    """(mean, standard deviation) of the null p-value."""
+    dist = null_distribution(controls, alpha, policy)
+    mean = sum(p * w for p, w in dist.items())
+    return mean, math.sqrt(max(0.0, sum((p - mean) ** 2 * w for p, w in dist.items())))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One row of the null-calibration table: significant attacks among n tested null attacks."""
+
+    label: str
+    hits: int
+    n: int
+    exact: float  # exact null rejection rate for the attained controls
+    alpha: float
+
+    @property
+    def share(self) -> float:
+        return self.hits / self.n if self.n else math.nan
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """Clopper-Pearson (exact) interval of the share."""
+        from scipy.stats import binomtest
+
+        if not self.n:
+            return math.nan, math.nan
+        ci = binomtest(self.hits, self.n).proportion_ci(level, method="exact")
+        return float(ci.low), float(ci.high)
+
+    def to_dict(self) -> dict[str, float | int | str]:
+        low, high = self.interval()
+        return {"label": self.label, "hits": self.hits, "n": self.n, "share": self.share, "ci95_low": low,
+                "ci95_high": high, "exact_null_rate": self.exact, "alpha": self.alpha}
+
+
+def null_checks(label: str, tested: Sequence[Tested], scores: Sequence[ItemScore], config: MedFuzzConfig
+                ) -> tuple[list[Check], list[Calibration]]:
+    """Under δ = 0: the share of significant attacks medfuzz reports (``totals``) with the valid p-value, one-sided
+    against alpha (sequential) or two-sided against its exact rate (fixed), the paper's b/M against its own
+    exact rate, and the mean null p-value against its exact mean."""
+    alpha, m = config.alpha, config.controls
+    pooled = totals([s.value for s in scores], config.turns)
+    n = int(pooled["tested"])
+    hits, hits_paper = int(pooled["significant"]), int(pooled["significant_paper"])
+    valid = [t for t in tested if t.expected.p_value is not None]
+    checks: list[Check] = []
+    rows: list[Calibration] = []
+    if config.controls_policy == "sequential":
+        exact = null_rate(m, alpha, "sequential")
+        checks.append(at_most_check(METHOD, f"{label}: share significant <= {alpha} (null, one-sided)",
+                                    exact, alpha, hits, n,
+                                    note=f"exact null rate {exact:.4g} at M={m}: first exceedance at draw >= "
+                                         f"{math.ceil(rule_h(alpha, m) / alpha - 1e-9)} or none"))
+        rows.append(Calibration(f"sequential h/l (default), M={m}", hits, n, exact, alpha))
+        mean, sd = null_moments(m, alpha, "sequential")
+        measured = float(np.mean([t.p_value for t in valid])) if valid else math.nan
+        checks.append(mean_check(METHOD, f"{label}: mean null p-value", mean, measured,
+                                 sd / math.sqrt(max(1, len(valid))), len(valid), lowest=0.0, highest=1.0,
+                                 note="the exact null distribution of h/l"))
+        return checks, rows
+    # fixed M: b uniform on 0..n for an attack with n usable controls
+    used = [t.expected.used for t in valid]
+    exact = float(np.mean([math.floor(alpha * (u + 1) + 1e-9) / (u + 1) for u in used])) if used else math.nan
+    exact_paper = float(np.mean([(math.floor(alpha * u + 1e-9) + 1) / (u + 1) for u in used])) if used else math.nan
+    checks.append(proportion_check(METHOD, f"{label}: share significant, (b+1)/(M+1) (null)",
+                                   exact, hits, n, note="exact floor(a(M+1))/(M+1) <= a for the attained M"))
+    checks.append(proportion_check(METHOD, f"{label}: share significant by the paper's b/M (null)",
+                                   exact_paper, hits_paper, n, note="exact (floor(aM)+1)/(M+1) > a: anti-conservative"))
+    rows.append(Calibration(f"fixed (b+1)/(M+1), M={m}", hits, n, exact, alpha))
+    rows.append(Calibration(f"fixed b/M (paper), M={m}", hits_paper, n, exact_paper, alpha))
+    paper = [t.p_value_paper for t in valid if t.p_value_paper is not None]
+    mean, sd = null_moments(m, alpha, "paper")
+    checks.append(mean_check(METHOD, f"{label}: mean of the paper's b/M (null)", mean,
+                             float(np.mean(paper)) if paper else math.nan, sd / math.sqrt(max(1, len(paper))),
+                             len(paper), lowest=0.0, highest=1.0))
+    return checks, rows
+
+
+# ------------------------------------------------------------------------------------------------ power
 
 
 def simulate_pvalues(bases: Sequence[float], spec: PlantedSpec, config: MedFuzzConfig, replicates: int,
-                     seed: int = 0) -> np.ndarray:
-    """p-values ((b + 1) / (M + 1)) of successful attacks simulated from the planted rule with numpy (no medfuzz
-    code)."""
+                     seed: int = 0) -> dict[str, np.ndarray]:
+    """p-values of tested successful attacks simulated from the planted rule with numpy (no medfuzz code), both
+    policies from the same simulated control stream: {"sequential": h/l or (b+1)/(n+1), "fixed": (b+1)/(n+1)}."""
     rng = np.random.default_rng(seed)
     t, a = spec.target, spec.attacker
     e = a.malformed_rate ** (config.max_retries + 1)
     lost = a.malformed_rate ** config.control_tries
     draws = config.option_orders
+    h, least, m = rule_h(config.alpha, config.controls), rule_min_controls(config), config.controls
 
     def key(b: float, size: tuple[int, ...], trigger: bool) -> np.ndarray:
         q = np.clip(b + t.noise * rng.uniform(-1, 1, size), 0, 1)
         return np.maximum(q - t.delta, 0.0) if trigger else q
 
-    out = []
+    out: dict[str, list[float]] = {"sequential": [], "fixed": []}
     for b in rng.choice(np.asarray(bases), replicates):
         if rng.random() >= key(b, (), False):
             continue  # already wrong
@@ -202,54 +505,26 @@ def simulate_pvalues(bases: Sequence[float], spec: PlantedSpec, config: MedFuzzC
                 break
         if trigger is None:
             continue
-        m = int(rng.binomial(config.controls, 1 - lost))
-        if m == 0:
-            continue
+        usable = rng.random(m) >= lost
         p0 = key(b, (draws,), False).mean()
         pa = key(b, (draws,), trigger).mean()
-        pc = key(b, (m, draws), False).mean(axis=1)
-        out.append((np.sum(np.abs(pc - p0) >= abs(pa - p0)) + 1) / (m + 1))
-    return np.asarray(out)
+        pc = key(b, (m, draws), False).mean(axis=1)[usable]
+        exceed = np.abs(pc - p0) >= abs(pa - p0) - _TIE
+        n, total = len(pc), int(exceed.sum())
+        if n >= least or total >= h:
+            out["fixed"].append((total + 1) / (n + 1))
+        if total >= h:
+            out["sequential"].append(h / (int(np.flatnonzero(exceed)[h - 1]) + 1))
+        elif n >= least:
+            out["sequential"].append((total + 1) / (n + 1))
+    return {k: np.asarray(v) for k, v in out.items()}
 
 
-def pvalue_checks(label: str, spec: PlantedSpec, config: MedFuzzConfig, items: Sequence[MCQItem],
-                  results: Sequence[ItemResult], scores: Sequence[ItemScore], mc_replicates: int = 20_000
-                  ) -> tuple[list[Check], list[Tested]]:
-    from medfuzz.models.planted import PlantedTarget
-
-    tested = tested_attacks(results, scores)
-    alpha = config.alpha
-    checks = []
-    worst = max((abs(t.p_value - independent_p(t)) for t in tested), default=math.nan)
-    checks.append(exact_check(METHOD, f"{label}: p-value = recomputed (b+1)/(M+1) (max |diff|)", 0.0, worst,
-                              len(tested)))
-    hits = sum(t.p_value <= alpha for t in tested)
-    if spec.target.delta == 0:
-        checks.append(proportion_check(METHOD, f"{label}: share p <= {alpha} (null calibration)",
-                                       null_share(tested, alpha), hits, len(tested),
-                                       note="floor(a(M+1))/(M+1) <= a: a valid test"))
-        checks.append(proportion_check(METHOD, f"{label}: paper's b/M <= {alpha} (null calibration)",
-                                       null_share(tested, alpha, plus1=False),
-                                       sum(t.p_value_paper <= alpha for t in tested), len(tested),
-                                       note="exact under exchangeability: (floor(aM)+1)/(M+1) > a"))
-        mean_p = float(np.mean([t.p_value_paper for t in tested])) if tested else math.nan
-        sd = math.sqrt((config.controls + 2) / (12 * config.controls))
-        checks.append(mean_check(METHOD, f"{label}: mean p-value (null)", 0.5, mean_p,
-                                 sd / math.sqrt(max(1, len(tested))), len(tested),
-                                 note="b uniform on 0..M: E[b/M] = 1/2"))
-    else:
-        bases = list(PlantedTarget(spec, items).base.values())  # the planted b_i, not engine output
-        simulated = simulate_pvalues(bases, spec, config, mc_replicates, seed=spec.seed + 1)
-        planted = float(np.mean(simulated <= alpha))
-        mc_sd = math.sqrt(planted * (1 - planted) / max(1, len(simulated)))
-        checks.append(proportion_check(METHOD, f"{label}: power, share p <= {alpha}", planted, hits, len(tested),
-                                       extra_sd=mc_sd, note=f"Monte Carlo over {len(simulated)} simulated attacks"))
-    ps = [t.p_value for t in tested]
-    if ps:
-        from statsmodels.stats.multitest import multipletests
-
-        for method, name in (("holm", "holm"), ("bh", "fdr_bh")):
-            ours = sum(p is not None and p <= alpha for p in adjust(ps, method))
-            reference = int(multipletests(ps, alpha=alpha, method=name)[0].sum())
-            checks.append(exact_check(METHOD, f"{label}: {method} rejections (statsmodels)", reference, ours, len(ps)))
-    return checks, tested
+def power_check(label: str, simulated: np.ndarray, scores: Sequence[ItemScore], config: MedFuzzConfig
+                ) -> Check:
+    planted = float(np.mean(simulated <= config.alpha * (1 + 1e-9))) if len(simulated) else math.nan
+    mc_sd = math.sqrt(planted * (1 - planted) / max(1, len(simulated)))
+    pooled = totals([s.value for s in scores], config.turns)
+    return proportion_check(METHOD, f"{label}: power, share significant", planted,
+                            int(pooled["significant"]), int(pooled["tested"]), extra_sd=mc_sd,
+                            note=f"Monte Carlo over {len(simulated)} simulated attacks")

@@ -39,7 +39,7 @@ from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
 from medfuzz.scorers import tces as tces_scorer
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
-from medfuzz.validation.checks import LEVEL, Check, Size, exact_check, proportion_check, z
+from medfuzz.validation.checks import LEVEL, Check, Size, count_check, exact_check, proportion_check, z
 from medfuzz.validation.items import synthetic_items
 
 METHOD = "TCES"
@@ -58,11 +58,14 @@ class Plan:
     items: int
     vocabulary: int  # names drawn from the builtin list (plus the items' and the universal names)
     mc: int  # simulated attacks per item and sampler
+    # items of RandS's run in the near+universal spec: RandS succeeds on ~1 item in 6 there, and the checks on
+    # its successes (Gini-Simpson, universal share) cannot fail on 6 successes (ci at 40 items: [0, 1])
+    mix_items: int = 0
     budget: int = 8
 
 
-PLANS: dict[str, Plan] = {"ci": Plan(items=40, vocabulary=300, mc=400), "full": Plan(items=150, vocabulary=800,
-                                                                                   mc=2_000)}
+PLANS: dict[str, Plan] = {"ci": Plan(items=40, vocabulary=300, mc=400, mix_items=300),
+                          "full": Plan(items=150, vocabulary=800, mc=2_000, mix_items=400)}
 
 
 # ----------------------------------------------------------------------------- the perturbation set
@@ -289,6 +292,7 @@ class Run:
     records: list[dict[str, Any]]
     simulated: Simulated
     world: World
+    items: list[MCQItem] = field(default_factory=list)
 
 
 def config_for(label: str, options: dict[str, Any], spec: PlantedSpec, vocabulary: Path, plan: Plan,
@@ -329,7 +333,7 @@ def ordering_check(regime: str, faster: Run, slower: Run, k: int = 1) -> Check:
                 - tces_scorer.asr_by_budget(slower.records, k)[k - 1])
     return Check(METHOD, f"{regime}: ASR@{k} {faster.label} minus {slower.label} (> 0: found faster)", planted,
                  measured, max(planted - z() * se, 1e-9), planted + z() * se, len(p),
-                 note="the interval is cut at 0: the planted regime must be found faster")
+                 note="the interval is cut at 0: the planted regime must be found faster", lowest=-1.0, highest=1.0)
 
 
 def _simulated_runs(run: Run) -> list[np.ndarray]:
@@ -339,20 +343,31 @@ def _simulated_runs(run: Run) -> list[np.ndarray]:
     return [sim.entity[ok[:, r], r] for r in range(sim.query.shape[1])]
 
 
-def _quantile_check(statistic: str, values: Sequence[float], measured: float, n: int, note: str) -> Check:
+def _quantile_check(statistic: str, values: Sequence[float], measured: float, n: int, note: str,
+                    lowest: float, highest: float) -> Check:
+    """``lowest``..``highest``: the values the statistic can take on this run (a check whose interval covers
+    them all cannot fail)."""
     values = np.asarray([v for v in values if not math.isnan(v)])
     tail = (1 - LEVEL) / 2
     low, high = np.quantile(values, [tail, 1 - tail])
-    return Check(METHOD, statistic, float(np.mean(values)), measured, float(low), float(high), n, note=note)
+    return Check(METHOD, statistic, float(np.mean(values)), measured, float(low), float(high), n, note=note,
+                 lowest=lowest, highest=highest)
 
 
 def diversity_checks(regime: str, run: Run, world: World, universal: Sequence[int]) -> list[Check]:
     summary = tces_scorer.summarise(run.records, top=max(1, len(universal)))
     simulated = _simulated_runs(run)
     note = f"central {LEVEL:.1%} of {len(simulated)} simulated runs"
+    n = summary.successes
+    # 1 - Σ q² lies in [0, 1 - 1/n] over n successes (n distinct entities reach the top)
     checks = [_quantile_check(f"{regime}: Gini-Simpson of adversarial entities, {run.label}",
                               [gini_simpson_of(rows) for rows in simulated], summary.gini_simpson,
-                              summary.successes, note)]
+                              n, note, 0.0, 1.0 - 1.0 / n if n else 0.0)]
+    # exact: the number medfuzz prints is 1 - Σ q² of the run's own successful replacements
+    replaced = np.array([world.index.get(_norm(r["replacement"]), -1) for r in run.records
+                         if r["outcome"] == "success"])
+    checks.append(exact_check(METHOD, f"{regime}: Gini-Simpson = 1 - Σq² of the recorded replacements, {run.label}",
+                              gini_simpson_of(replaced), summary.gini_simpson, n))
     if universal:
         planted_set = set(universal)
         top = [world.index.get(_norm(name), -1) for name, _ in summary.top_entities]
@@ -360,7 +375,8 @@ def diversity_checks(regime: str, run: Run, world: World, universal: Sequence[in
         checks.append(_quantile_check(
             f"{regime}: top-{len(planted_set)} reused entities in the universal set, {run.label}",
             [len(planted_set & set(top_rows(rows, world.names, len(planted_set)))) / len(planted_set)
-             for rows in simulated], precision, summary.successes, note + " (share of the planted set recovered)"))
+             for rows in simulated], precision, summary.successes, note + " (share of the planted set recovered)",
+            0.0, 1.0))
     return checks
 
 
@@ -381,6 +397,23 @@ def universal_share_check(regime: str, run: Run, truths: Sequence[ItemTruth]) ->
     mc_sd = math.sqrt(planted * (1 - planted) / max(1, ok.sum()))
     return proportion_check(METHOD, f"{regime}: share of successes by a universal entity, {run.label}", planted,
                             hits, len(successes), note="Monte Carlo", extra_sd=mc_sd)
+
+
+def budget_check(regime: str, run: Run) -> Check:
+    """Exact: no attack asks more than B queries. Counted three ways per record, each must stay within B: the
+    attempts recorded, ``queries_used`` and the target's answered calls in the usage ledger (calls minus failed
+    ones, i.e. retries, minus the clean question)."""
+    budget = run.config.budget
+    over = 0
+    most = 0
+    for r in run.records:
+        target = (r.get("usage") or {}).get("target", {})
+        answered = int(target.get("calls", 0)) - int(target.get("errors", 0))
+        used = max(len(r["attempts"]), int(r["queries_used"] or 0), answered - 1)
+        most = max(most, used)
+        over += used > budget
+    return count_check(METHOD, f"{regime}: attacks over the query budget B={budget}, {run.label}", over,
+                       len(run.records), note=f"most queries used by one attack: {most}")
 
 
 # ----------------------------------------------------------------------------------------- driver
@@ -410,31 +443,35 @@ class Setup:
     vocabulary: Path
     world: World
     resources: TCESResources
+    mix: list[MCQItem] = field(default_factory=list)  # RandS's items in the near+universal spec
 
     @classmethod
     def build(cls, plan: Plan, seed: int = 0, spec: PlantedSpec | None = None) -> Setup:
         # no jitter, so the key is the argmax of every unsubstituted question and DiscreteZOO's scores are exact
         spec = (spec or PlantedSpec.load()).with_target(data="none", noise=0.0)
-        items = synthetic_items(plan.items, seed=seed + 10)
-        vocabulary = validation_vocabulary(spec, items, plan.vocabulary, seed)
+        every = synthetic_items(max(plan.items, plan.mix_items), seed=seed + 10)  # the first are ``items``
+        vocabulary = validation_vocabulary(spec, every, plan.vocabulary, seed)
         spec = spec.with_tces(vocabulary=str(vocabulary))
         resources = TCESResources.build(spec.tces.entity, str(vocabulary), spec.tces.embedding)
-        return cls(plan, seed, spec, items, vocabulary, World.load(spec), resources)
+        return cls(plan, seed, spec, every[:plan.items], vocabulary, World.load(spec), resources,
+                   every[:plan.mix_items])
 
     @property
     def universal(self) -> list[int]:
         return [self.world.row(name) for name in self.spec.tces.universal]
 
-    def truths(self, spec: PlantedSpec) -> list[ItemTruth]:
-        return [item_truth(self.world, item, spec) for item in self.items]
+    def truths(self, spec: PlantedSpec, items: Sequence[MCQItem] | None = None) -> list[ItemTruth]:
+        return [item_truth(self.world, item, spec) for item in (self.items if items is None else items)]
 
-    def run(self, regime: str, spec: PlantedSpec, label: str) -> Run:
-        """Attack every item with sampler ``label`` against ``spec``'s target, and simulate the same attack."""
+    def run(self, regime: str, spec: PlantedSpec, label: str, items: Sequence[MCQItem] | None = None) -> Run:
+        """Attack every item (``items``, default the setup's) with sampler ``label`` against ``spec``'s target,
+        and simulate the same attack."""
+        items = list(self.items if items is None else items)
         config = config_for(label, dict(SAMPLERS)[label], spec, self.vocabulary, self.plan, self.seed)
-        records = run_attacks(self.items, spec, self.resources, config)
-        simulated = simulate(self.world, self.truths(spec), config, self.plan.mc,
+        records = run_attacks(items, spec, self.resources, config)
+        simulated = simulate(self.world, self.truths(spec, items), config, self.plan.mc,
                              derive_seed(self.seed, "tces-mc", regime, label))
-        return Run(label, config, records, simulated, self.world)
+        return Run(label, config, records, simulated, self.world, items)
 
 
 def validate_tces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> list[Check]:
@@ -442,17 +479,24 @@ def validate_tces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = N
     universal = setup.universal
     checks: list[Check] = []
     clean: list[float] = []
+    budgets: list[Check] = []
     for regime, regime_spec in regimes(setup.spec).items():
         # both regimes at once: the reused-entity ranking must pick the universal set out of a mix of near and
-        # universal successes (RandS draws both; PDWS n > 0 mostly universal ones, as the paper's Fig. 2)
+        # universal successes (RandS draws both, on more items: it succeeds on few; PDWS n > 0 mostly universal
+        # ones, as the paper's Fig. 2)
         labels = [label for label, _ in SAMPLERS if regime != "near+universal" or label in ("RandS", FAR_SAMPLER)]
-        runs = {label: setup.run(regime, regime_spec, label) for label in labels}
+        runs = {label: setup.run(regime, regime_spec, label,
+                                 setup.mix if regime == "near+universal" and label == "RandS" and setup.mix else None)
+                for label in labels}
         clean += [tces_scorer.summarise(run.records).clean_accuracy for run in runs.values()]
+        budgets += [budget_check(regime, run) for run in runs.values()]
         if regime == "near+universal":
-            truths = setup.truths(regime_spec)
             for run in runs.values():
-                checks += diversity_checks(regime, run, setup.world, universal)
-                checks.append(universal_share_check(regime, run, truths))
+                # no reused-entity ranking for RandS here: the items' keys repeat (20 drug names), so names near a
+                # key are reused across items as often as the universal ones, and the ranking's planted interval
+                # is [0, 1] at full size (96 successes; the suite reported it as a check that cannot fail)
+                checks += diversity_checks(regime, run, setup.world, universal if run.label != "RandS" else [])
+                checks.append(universal_share_check(regime, run, setup.truths(regime_spec, run.items)))
             continue
         for run in runs.values():
             checks += asr_checks(regime, run, setup.plan.budget)
@@ -464,4 +508,9 @@ def validate_tces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = N
             checks += diversity_checks(regime, runs[FAR_SAMPLER], setup.world, universal)
     checks.insert(0, exact_check(METHOD, "clean accuracy, every run (key is the argmax at temperature 0)", 1.0,
                                  min(clean), setup.plan.items))
+    # one row for every run's query counts (exact): the worst run decides
+    worst = max(budgets, key=lambda c: c.measured)
+    checks.insert(1, count_check(METHOD, f"attacks over the query budget B={setup.plan.budget}, every run",
+                                 int(sum(c.measured for c in budgets)), sum(c.n for c in budgets),
+                                 note=f"{len(budgets)} runs; worst: {worst.statistic}, {worst.note}"))
     return checks

@@ -1,0 +1,88 @@
+"""Exact checks of the statistics whose truth is a hand value: each medfuzz function on a planted input
+against an implementation written here from the definition (not the library medfuzz calls), so that a swapped
+method or a wrong normaliser cannot pass.
+
+- Gini-Simpson η = 1 - Σ q_j² on planted multisets (hand values: {a, a, a, b, b, c} gives 11/18);
+- Holm and Benjamini-Hochberg adjusted p-values as whole vectors on a family of distinct non-zero p-values
+  on which every other adjustment statsmodels offers gives a different vector;
+- the significance decision p <= alpha at the boundary (p = alpha exactly, and a Holm-adjusted 3 × 1/60);
+- the Wilson interval (closed form), McNemar's exact (binomial sum) and continuity-corrected chi-square
+  (erfc) p-values, and the chance level of a uniform guesser over items with different option counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from medfuzz.scorers import stats
+from medfuzz.validation.checks import Check, count_check, exact_check
+from medfuzz.validation.medfuzz import adjustment_checks
+
+METHOD = "stats"
+
+# distinct, non-zero, not all below alpha, with ties of neither rank nor value; Holm, Hommel, Bonferroni,
+# Sidak, Holm-Sidak, Hochberg, BH, BY and the two-stage FDR methods all give different vectors here
+# (tests/validation/test_validate_exact.py checks that)
+FAMILY = (0.001, 0.008, 0.012, 0.02, 0.041, 0.3, 0.6, 0.9, 0.0045, 0.027)
+MULTISETS: tuple[tuple[tuple[str, ...], float], ...] = (
+    (("a", "a", "a", "b", "b", "c"), 1 - (9 + 4 + 1) / 36),  # 11/18
+    (("x", "y", "z", "w"), 0.75),  # four distinct: 1 - 4 (1/4)^2
+    (("only",) * 5, 0.0),
+)
+
+
+def gini_simpson_checks() -> list[Check]:
+    worst = max(abs(stats.gini_simpson(list(entities)) - value) for entities, value in MULTISETS)
+    return [exact_check(METHOD, "Gini-Simpson on planted multisets (hand values, max |diff|)", 0.0, worst,
+                        len(MULTISETS), note="{a,a,a,b,b,c}: 11/18; 4 distinct: 3/4; one entity: 0")]
+
+
+def significance_checks(alpha: float = 0.05) -> list[Check]:
+    """The decision at the boundary: p = alpha is significant (p <= alpha), so is a float-rounded alpha."""
+    planted: Sequence[tuple[float, bool]] = ((alpha, True), (1 / 20, True), (3 * (1 / 60), True), (0.049, True),
+                                             (0.0501, False), (1.0, False))
+    wrong = sum(stats.significant(p, alpha) != expected for p, expected in planted)
+    return [count_check(METHOD, f"significant(p, {alpha}) at the boundary (decisions differing)", wrong,
+                        len(planted), note="p = alpha and 3 x 1/60 are significant; 0.0501 is not")]
+
+
+def wilson(k: int, n: int, z: float) -> tuple[float, float]:
+    centre = (k + z * z / 2) / (n + z * z)
+    half = z / (n + z * z) * math.sqrt(k * (n - k) / n + z * z / 4)
+    return centre - half, centre + half
+
+
+def wilson_checks() -> list[Check]:
+    z = 1.959963984540054  # the 97.5 % normal quantile
+    worst = 0.0
+    for k, n in ((7, 20), (0, 10), (19, 19), (3, 250)):
+        got = stats.proportion(k, n)
+        low, high = wilson(k, n, z)
+        worst = max(worst, abs(got.low - low), abs(got.high - high))
+    return [exact_check(METHOD, "Wilson 95% interval, closed form (max |diff|)", 0.0, worst, 4, tolerance=0.0)]
+
+
+def mcnemar_checks() -> list[Check]:
+    first_b, first_c = 3, 12  # exact: 2 P(X <= 3), X ~ Binomial(15, 1/2), summed by hand
+    exact = min(1.0, 2 * sum(math.comb(15, i) for i in range(first_b + 1)) / 2**15)
+    got = stats.mcnemar([True] * first_b + [False] * first_c, [False] * first_b + [True] * first_c, exact=True)
+    b, c = 30, 12  # chi-square with continuity correction, 1 df: P(X > x) = erfc(sqrt(x / 2))
+    x = (abs(b - c) - 1) ** 2 / (b + c)
+    chi = stats.mcnemar([True] * b + [False] * c, [False] * b + [True] * c, exact=False)
+    return [exact_check(METHOD, "McNemar exact p-value, b=3 c=12 (binomial sum)", exact, got.pvalue, 15),
+            exact_check(METHOD, "McNemar chi-square p-value, b=30 c=12 (continuity-corrected)",
+                        math.erfc(math.sqrt(x / 2)), chi.pvalue, 42, tolerance=1e-9)]
+
+
+def guess_checks() -> list[Check]:
+    counts = (4, 5, 5, 3, 2)
+    value = (1 / 4 + 1 / 5 + 1 / 5 + 1 / 3 + 1 / 2) / 5  # the mean of 1/k, not 1/mean(k) = 1/3.8
+    return [exact_check(METHOD, "chance level of a uniform guess, options 4,5,5,3,2 = mean of 1/k", value,
+                        stats.guess_accuracy(counts) or math.nan, len(counts))]
+
+
+def exact_checks(alpha: float = 0.05) -> list[Check]:
+    return (gini_simpson_checks()
+            + adjustment_checks("", FAMILY, note="planted family of 10 distinct p-values")
+            + significance_checks(alpha) + wilson_checks() + mcnemar_checks() + guess_checks())

@@ -1,0 +1,181 @@
+"""The validation can fail: planted one-line defects in the statistics, each caught by ``medfuzz validate``.
+
+Each mutation replaces exactly one occurrence of a line fragment in a temporary copy of ``src/medfuzz`` and
+runs ``python -m medfuzz validate --size ci`` with ``PYTHONPATH`` pointing at the copy: the run must exit
+non-zero. The unmutated copy must exit 0 (one baseline run, first: it also fills the embedding cache the
+parallel runs then share). Two runs at a time (the CI machines have two cores); 21 runs of ~20 s of CPU
+each, so the test is marked slow. ``MEDFUZZ_MUTATION_REPORT=path.json`` writes the failed rows per defect.
+
+A mutation that needs a check living on another branch is ``xfail`` while that check is absent (the
+stratified bootstrap: MedGuard's principle/overall SE checks, ``index_se_checks``, from wt-equity); once the
+check is there the mutation runs as any other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "medfuzz"
+TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str  # relative to src/medfuzz
+    old: str
+    new: str
+    why: str  # the defect, and the check that catches it
+    needs: str = ""  # non-empty: the check that catches it is not on this branch (xfail with this reason)
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation("gini_simpson_unbiased_normaliser", "scorers/stats.py",
+             "return float(1.0 - np.sum(shares**2))",
+             "return float((1.0 - np.sum(shares**2)) * counts.sum() / max(counts.sum() - 1.0, 1.0))",
+             "n/(n-1) normaliser: hand-valued multisets, the TCES run's recomputed 1 - Σq² and the near quantile"),
+    Mutation("holm_swapped_for_hommel", "scorers/stats.py",
+             'METHODS = {"holm": "holm", "bh": "fdr_bh"}', 'METHODS = {"holm": "hommel", "bh": "fdr_bh"}',
+             "Holm vector on the planted family (Hommel differs there)"),
+    Mutation("holm_swapped_for_bonferroni", "scorers/stats.py",
+             'METHODS = {"holm": "holm", "bh": "fdr_bh"}', 'METHODS = {"holm": "bonferroni", "bh": "fdr_bh"}',
+             "Holm vectors, planted family and the run's p-values"),
+    Mutation("bh_swapped_for_by", "scorers/stats.py",
+             'METHODS = {"holm": "holm", "bh": "fdr_bh"}', 'METHODS = {"holm": "holm", "bh": "fdr_by"}',
+             "BH vectors, planted family and the run's p-values"),
+    Mutation("stratified_bootstrap_pools_the_groups", "scorers/stats.py",
+             "arrays = [np.asarray(g, dtype=float) for g in groups if len(g) > 0]",
+             "arrays = [np.concatenate([np.asarray(g, dtype=float) for g in groups if len(g) > 0])]",
+             "principle/overall bootstrap SE against sqrt(Σ var_g/n_g)/K (validation/medguard.py::index_se_checks)",
+             needs="" if "def index_se_checks" in (SRC / "validation" / "medguard.py").read_text(encoding="utf-8")
+             else "needs the MedGuard SE check from wt-equity"),
+    Mutation("sequential_p_h_over_l_plus_1", "scorers/stats.py",
+             "p = exceedances / len(null)  # Besag & Clifford",
+             "p = exceedances / (len(null) + 1)  # Besag & Clifford",
+             "the default path's p-value, recomputed from the recorded controls"),
+    Mutation("fixed_p_b_over_m_plus_1", "scorers/stats.py",
+             "p_value=(exceedances + 1) / (len(null) + 1),", "p_value=exceedances / (len(null) + 1),",
+             "recomputed p-values (unstopped sequential attacks, fixed run), fixed null calibration"),
+    Mutation("sequential_h_off_by_one", "scorers/stats.py",
+             "if not significant((b + 1) / (controls + 1), alpha))",
+             "if not significant(b / (controls + 1), alpha))",
+             "h = 2 instead of 1: recomputed sequential p-values"),
+    Mutation("significant_strict", "scorers/stats.py",
+             "return p is not None and not math.isnan(p) and p <= alpha * (1.0 + _ALPHA_REL_TOLERANCE)",
+             "return p is not None and not math.isnan(p) and p < alpha",
+             "p < alpha: the boundary decisions (p = alpha, 3 x 1/60)"),
+    Mutation("decisions_by_the_papers_b_over_m", "scorers/medfuzz.py",
+             'value["significant"] = sum(significant(p, alpha) for p in tested)',
+             'value["significant"] = sum(significant(e.p_value_paper, alpha) for e in evidence if e.p_value)',
+             "significant count of the fixed null run against the recomputed valid p-values"),
+    Mutation("tces_one_query_past_the_budget", "solvers/tces/attack.py",
+             "return self.config.budget - len(self.attempts)", "return self.config.budget + 1 - len(self.attempts)",
+             "query counts of every TCES attack against B"),
+    Mutation("tces_asr_at_b_strict", "scorers/tces.py",
+             "np.sum(hits <= b)", "np.sum(hits < b)", "ASR@1 and ASR@8 against the planted values"),
+    Mutation("asr_denominator_every_usable_replicate", "scorers/medfuzz.py",
+             '"attack_success_rate": _ratio(total("success"), attacked),',
+             '"attack_success_rate": _ratio(total("success"), valid),', "attack success rate"),
+    Mutation("post_attack_accuracy_counts_llm_errors_correct", "scorers/medfuzz.py",
+             '"post_attack_accuracy": _ratio(final, valid),',
+             '"post_attack_accuracy": _ratio(final + total("attack_errors"), valid + total("attack_errors")),',
+             "post-attack accuracy with LLM errors dropped (frequent in the delta run)"),
+    Mutation("accuracy_after_k_off_by_one", "solvers/medfuzz/results.py",
+             "return k < self.success_turn", "return k <= self.success_turn", "accuracy after k"),
+    Mutation("flip_rate_over_every_pair", "scorers/stats.py",
+             "return sum(not a for a in attacked) / len(attacked) if attacked else math.nan",
+             "return sum(not a for a in attacked) / len(pairs) if attacked else math.nan",
+             "flip rate of the clean/attacked pairs against the ASR"),
+    Mutation("wilson_swapped_for_normal", "scorers/stats.py",
+             'method="wilson")', 'method="normal")', "Wilson interval against its closed form"),
+    Mutation("mcnemar_one_sided", "scorers/stats.py",
+             "pvalue = min(1.0, 2.0 * float(stats.binom.cdf(low, m, 0.5)))",
+             "pvalue = min(1.0, float(stats.binom.cdf(low, m, 0.5)))",
+             "McNemar exact p-value (planted table, and statsmodels on the MedGuard comparison)"),
+    Mutation("mcnemar_no_continuity_correction", "scorers/stats.py",
+             "statistic = (abs(b - c) - 1.0) ** 2 / m", "statistic = (b - c) ** 2 / m",
+             "McNemar chi-square p-value against erfc"),
+    Mutation("guess_accuracy_one_over_mean_k", "scorers/stats.py",
+             "return sum(shares) / len(shares) if shares else None",
+             "return len(shares) / sum(1 / s for s in shares) if shares else None",
+             "chance level with mixed option counts (mean of 1/k)"),
+)
+
+
+def mutated_tree(root: Path, mutation: Mutation | None) -> Path:
+    """A copy of src/medfuzz under ``root`` (as ``root/medfuzz``) with ``mutation`` applied once."""
+    target = root / "medfuzz"
+    shutil.copytree(SRC, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if mutation is not None:
+        path = target / mutation.path
+        text = path.read_text(encoding="utf-8")
+        assert text.count(mutation.old) == 1, f"{mutation.name}: {mutation.old!r} occurs {text.count(mutation.old)}x"
+        path.write_text(text.replace(mutation.old, mutation.new), encoding="utf-8")
+        assert path.read_text(encoding="utf-8").count(mutation.new) >= 1
+    return root
+
+
+def validate(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(root), "MEDFUZZ_CALL_CACHE": "off", "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, "-m", "medfuzz", "validate", "--size", "ci", "--out", str(root / "out")],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def failing_rows(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.rstrip().endswith(("FAIL", "VACUOUS"))]
+
+
+def test_every_mutation_is_a_single_replacement_in_todays_source():
+    """Cheap guard (not slow): a refactor that moves a mutated line must update the list, not silently
+    turn a mutation into a no-op."""
+    for mutation in MUTATIONS:
+        text = (SRC / mutation.path).read_text(encoding="utf-8")
+        assert text.count(mutation.old) == 1, (mutation.name, text.count(mutation.old))
+        assert mutation.old != mutation.new
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
+    """Baseline first (alone), then every mutation, two at a time."""
+    baseline = validate(mutated_tree(tmp_path_factory.mktemp("baseline"), None))
+    results: dict[str, subprocess.CompletedProcess[str]] = {"baseline": baseline}
+    if baseline.returncode == 0:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures: dict[str, Future[subprocess.CompletedProcess[str]]] = {
+                m.name: pool.submit(lambda m=m: validate(mutated_tree(tmp_path_factory.mktemp(m.name), m)))
+                for m in MUTATIONS}
+            results.update({name: future.result() for name, future in futures.items()})
+    report = os.environ.get("MEDFUZZ_MUTATION_REPORT")
+    if report:  # for docs/validation.md: which rows each defect failed
+        Path(report).write_text(json.dumps({name: {"returncode": run.returncode, "failed": failing_rows(run.stdout)}
+                                            for name, run in results.items()}, indent=2), encoding="utf-8")
+    yield results
+
+
+@pytest.mark.slow
+def test_the_unmutated_copy_passes(runs):
+    baseline = runs["baseline"]
+    assert baseline.returncode == 0, baseline.stdout[-5000:] + baseline.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", [
+    pytest.param(m, id=m.name, marks=[pytest.mark.xfail(reason=m.needs, strict=True)] if m.needs else [])
+    for m in MUTATIONS])
+def test_a_planted_defect_fails_the_validation(runs, mutation: Mutation):
+    if runs["baseline"].returncode != 0:
+        pytest.fail("the unmutated copy does not pass: no mutation result means anything")
+    run = runs[mutation.name]
+    assert "Traceback" not in run.stderr, f"{mutation.name} crashed instead of failing a check:\n{run.stderr[-3000:]}"
+    assert run.returncode != 0, f"{mutation.name} ({mutation.why}) passed every check"
+    assert failing_rows(run.stdout), run.stdout[-3000:]
