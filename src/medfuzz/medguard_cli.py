@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections import Counter
 
@@ -36,8 +37,9 @@ def _build(args: argparse.Namespace) -> int:
         elif args.generator_model:
             from medfuzz.models.openai_compat import OpenAIChatModel
 
-            generator = OpenAIChatModel(args.generator_model, args.generator_base_url, args.generator_api_key,
-                                        logprobs=False)
+            # the key from the environment only: a key on the command line lands in shell history and `ps`
+            key = os.environ.get("MEDFUZZ_GENERATOR_API_KEY") or os.environ.get("OPENAI_API_KEY")
+            generator = OpenAIChatModel(args.generator_model, args.generator_base_url, key, logprobs=False)
         bench = builders.build(config, args.aspects, generator)
     path = builders.write(bench, args.out)
     print(f"wrote {path}: {len(bench.items)} items {bench.header['counts']}; "
@@ -80,7 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--generator-model", help="generator role: a model name at an OpenAI-compatible endpoint, "
                                                  "or 'local' for the embedded SmolLM2")
     build.add_argument("--generator-base-url", default=None)
-    build.add_argument("--generator-api-key", default=None)
     build.add_argument("--generate-sycophancy", action="store_true",
                        help="let the generator write the sycophancy arguments (templates otherwise)")
     build.add_argument("--threads", type=int, default=2)
