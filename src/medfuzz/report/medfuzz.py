@@ -98,11 +98,7 @@ def run_max_controls(log: Any) -> int:
     """The largest M of the run (``MedFuzzConfig.max_controls``; the paper's M for older logs)."""
     from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 
-    config = run_config(log)
-    try:
-        return MedFuzzConfig.from_options(ignore_unknown=True, **config).max_controls
-    except ValueError:
-        return int(config.get("controls", 0))
+    return MedFuzzConfig.recorded_max_controls(run_config(log))
 
 
 def summary_of(log: Any, values: list[dict[str, Any]], rows: list[dict[str, Any]], self_attack: set[Any],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from medfuzz.options import MethodConfig, check
 from medfuzz.scorers.stats import DEFAULT_ALPHA, controls_for_holm, stop_exceedances
@@ -122,6 +122,15 @@ class MedFuzzConfig(MethodConfig):
         for name in ("cot_tokens", "confidence_tokens", "answer_tokens", "plan_tokens", "item_tokens"):
             check(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
 
+
+    @classmethod
+    def recorded_max_controls(cls, recorded: dict[str, Any]) -> int:
+        """The largest M of a run from the config it recorded (a log, a score); for a record this version cannot
+        rebuild (older or foreign fields), its ``controls``."""
+        try:
+            return cls.from_options(ignore_unknown=True, **recorded).max_controls
+        except ValueError:
+            return int(recorded.get("controls", 0))
 
     @property
     def max_controls(self) -> int:

@@ -319,19 +319,12 @@ def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str =
             answer=scored.answer,
             explanation=scored.explanation,
             metadata={"item": result.item.to_record(), "p_values": scored.p_values,
-                      "p_values_paper": scored.p_values_paper, "max_controls": _max_controls(result.config),
+                      "p_values_paper": scored.p_values_paper,
+                      "max_controls": MedFuzzConfig.recorded_max_controls(result.config),
                       "replicates": replicates, "config": result.config, "cache_hits": result.cache_hits},
         )
 
     return score
-
-
-def _max_controls(config: dict[str, Any]) -> int:
-    """The largest M of the run that recorded ``config`` (``MedFuzzConfig.max_controls``)."""
-    try:
-        return MedFuzzConfig.from_options(ignore_unknown=True, **config).max_controls
-    except ValueError:
-        return int(config.get("controls", 0))
 
 
 def warn_attainability(config: MedFuzzConfig, items: int) -> dict[str, Any] | None:
