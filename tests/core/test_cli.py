@@ -15,7 +15,7 @@ def test_tasks_path_prints_the_yaml_folder(capsys):
 def test_lm_eval_wrapper_adds_our_folder_before_user_paths(tmp_path, monkeypatch):
     import lm_eval.tasks
 
-    from medfuzz import lm_eval_cli
+    from medfuzz.cli import lm_eval as lm_eval_cli
 
     monkeypatch.setattr(lm_eval.tasks, "TaskManager", lm_eval.tasks.TaskManager)  # restored after the test
     user = tmp_path / "mine"

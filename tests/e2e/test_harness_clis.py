@@ -137,7 +137,7 @@ def test_a_killed_demo_leaves_no_server_running(how, tmp_path):
     try:
         for line in process.stdout:  # type: ignore[union-attr]
             lines.append(line)
-            if "Inspect: clean baseline" in line:  # the server is up and answering
+            if "embedded model serving at" in line:  # the server is up
                 break
         started = _servers() - before
         assert started, "".join(lines)

@@ -5,6 +5,7 @@ had completed before the kill is paid for again (the call cache answers them).""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,3 +73,26 @@ def test_lm_eval_attack_path_rerun_after_sigkill_repays_no_completed_call(server
     resumed = kill_and_resume(server, command, None, environment(server, tmp_path), hold_after=40)
     assert resumed.completed_before_kill >= 40 and resumed.calls_after > 0
     assert resumed.repaid == 0, resumed
+
+
+def test_medfuzz_run_rerun_after_sigkill_repays_no_completed_call(server, tmp_path: Path) -> None:
+    """``medfuzz run`` killed mid-suite and run again with the same command: the eval set reuses finished runs and
+    samples, the call cache answers the calls of unfinished samples, and the suite ends complete."""
+    from inspect_ai.log import list_eval_logs, read_eval_log
+
+    out = tmp_path / "suite"
+    command = [sys.executable, "-m", "medfuzz", "run", "--model", server.inspect_model, "--data", "demo",
+               "--level", "quick", "--methods", "baseline,tces,medfuzz", "--option", "medfuzz_controls=0",
+               "--option", "medfuzz_turns=2", "--option", "tces_budget=2", "--limit", "4", "--no-report",
+               "--out", str(out)]
+    resumed = kill_and_resume(server, command, None, environment(server, tmp_path), hold_after=30)
+    assert resumed.completed_before_kill >= 30 and resumed.calls_after > 0
+    assert resumed.repaid == 0, resumed
+    headers = [read_eval_log(info, header_only=True) for info in list_eval_logs(str(out / "inspect"))]
+    finished = {h.eval.metadata["medfuzz_suite"]: h for h in headers if h.status == "success"}
+    assert set(finished) == {"clean baseline", "tces drugs rands", "medfuzz"}, [(h.eval.task, h.status)
+                                                                                for h in headers]
+    assert all(h.results.total_samples == 4 for h in finished.values())
+    # the clean baseline (4 calls) had finished before the kill: the second invocation reused its log
+    reused = re.search(r"\((\d+) found finished and reused\)", resumed.resume_output)
+    assert reused and int(reused.group(1)) >= 1, resumed.resume_output[-2000:]

@@ -1,5 +1,5 @@
 """``medfuzz sweep tces``: the TCES n-sweep and DiscreteZOO M study as one resumable Inspect eval set
-(``medfuzz.tasks.sweep``); ``medfuzz.cli`` only registers this parser."""
+(``medfuzz.tasks.sweep``); ``medfuzz.cli`` registers this parser."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """``medfuzz demo``: a short robustness evaluation on the embedded model and the bundled data, through both
-harnesses, ending with the report page.
+harnesses, ending with the report page. It is ``medfuzz run --model embedded --attacker template --level demo
+--data demo --lm-eval embedded`` (``suite_plan``) followed by a summary in words.
 
-Phases (each prints its progress and time):
-
-1. Inspect, against the embedded SmolLM2 server: the clean baseline (strict and lenient scoring); TCES on
+1. Inspect, one eval set against the embedded SmolLM2 server: the clean baseline (strict and lenient scoring); TCES on
    drugs and diseases with RandS and PDWS (n = -20), budget 8; MedGuard on the balanced bundled build; MedFuzz
    with SmolLM2 as the target and the deterministic *template attacker* (no LLM: a 135M model cannot write
    valid rewrites, so the attacks come from a bank of patient-characteristic sentences and one red herring
@@ -12,18 +11,14 @@ Phases (each prints its progress and time):
    the MedGuard group and MedFuzz on the items the Inspect run fuzzed.
 3. ``medfuzz report`` on every log; the page's path is printed last.
 
-Ctrl-C stops the server; the logs of finished phases stay usable (``medfuzz report DIR``).
+Ctrl-C stops the server; running the same command again finishes what was interrupted without paying twice.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,23 +41,6 @@ class DemoPlan:
     def medfuzz_items(self) -> int:
         return 2 if self.quick else 10
 
-    @property
-    def tces_items(self) -> int:
-        """The first items of the demo sample given to the Inspect TCES runs (those without an entity cost
-        nothing); lm-eval's single-substitution tasks take the first few attackable ones."""
-        return 10 if self.quick else 12
-
-    @property
-    def tces_runs(self) -> list[tuple[str, str, float]]:
-        if self.quick:
-            return [("drugs", "rands", 0.0)]
-        return [(entity, sampler, n) for entity in ("drugs", "diseases") for sampler, n in (("rands", 0.0),
-                                                                                           ("pdws", -20.0))]
-
-
-def _phase(name: str, started: float) -> None:
-    print(f"[{time.monotonic() - started:6.1f}s] {name}", flush=True)
-
 
 def _se(p: float, n: int) -> float:
     return math.sqrt(p * (1 - p) / n) if n and not math.isnan(p) else math.nan
@@ -81,77 +59,13 @@ def _lm(result: dict[str, Any], metric: str) -> str:
     return _fmt(result.get(f"{metric},none"), se if isinstance(se, float) else None)
 
 
-def inspect_tasks(plan: DemoPlan) -> list[tuple[str, Any]]:
-    """(label, Task) for the Inspect phase, built by medfuzz's own @task functions."""
-    from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
-    from medfuzz.tasks.inspect.medguard import medguard
-    from medfuzz.tasks.inspect.tces import tces_medqa
+def suite_plan(plan: DemoPlan) -> Any:
+    """The demo as a ``medfuzz run``: the embedded model, the template attacker, level demo (quick: level
+    quick) on the bundled items; ``--limit`` sets the clean baseline's items."""
+    from medfuzz.tasks.suite import EMBEDDED, TEMPLATE_ATTACKER, SuitePlan
 
-    tasks: list[tuple[str, Any]] = []
-    for entity, sampler, n in plan.tces_runs:
-        tasks.append((f"tces {entity} {sampler}", tces_medqa(data="demo", limit=plan.tces_items, entity=entity,
-                                                             sampler=sampler, n=n, budget=8, max_retries=1)))
-    tasks.append(("medguard", medguard(limit_per_aspect=plan.medguard_per_aspect)))
-    tasks.append(("medfuzz", medfuzz_medqa(
-        data="demo", limit=plan.medfuzz_items, turns=3, replicates=1, exemplars=0, controls=10, min_controls=8,
-        option_orders=1, pvalue_prompt="direct", max_tokens_scale=0.25, require_confidences=False,
-        max_retries=1)))  # the paper's target temperature 1.0: SmolLM2's sampled answers do move
-    return tasks
-
-
-def run_inspect(plan: DemoPlan, server: Any, started: float) -> dict[str, Path]:
-    from inspect_ai import eval as inspect_eval
-
-    from medfuzz.tasks.inspect.baselines import medqa_clean
-
-    os.environ.update(server.inspect_env())
-    logs = plan.out / "inspect"
-    found: dict[str, Path] = {}
-    runs = [("clean baseline", medqa_clean(data="demo", limit=plan.limit)), *inspect_tasks(plan)]
-    for label, task in runs:
-        _phase(f"Inspect: {label}", started)
-        roles = {"attacker": "medfuzz-template/attacker"} if label == "medfuzz" else None
-        # one sample at a time: the llama.cpp server answers one request at a time anyway, and consecutive
-        # queries about the same item then reuse its prompt cache (a TCES query differs in one option only)
-        ran = inspect_eval(task, model=server.inspect_model, model_roles=roles, log_dir=str(logs),
-                           display="none", max_tokens=32, seed=0, temperature=0.0, max_samples=1,
-                           max_connections=1)
-        if not ran or ran[0].status == "cancelled":  # Inspect ends a run on Ctrl-C and returns what it has
-            raise KeyboardInterrupt
-        log = ran[0]
-        if log.status != "success":
-            raise SystemExit(f"Inspect {label} ended with status {log.status}: {log.error}")
-        found[label] = Path(log.location)
-    return found
-
-
-def run_lm_eval(plan: DemoPlan, medfuzz_log: Path | None, started: float) -> Path:
-    from medfuzz.solvers.medfuzz.store import ATTACKED
-
-    tasks = ["medqa_clean", *sorted({f"tces_medqa_{entity}" for entity, _, _ in plan.tces_runs}), "medguard"]
-    metadata: dict[str, Any] = {"data": "demo", "clean_limit": plan.limit, "tces_limit": 5,
-                                "medguard_limit_per_aspect": plan.medguard_per_aspect}
-    if medfuzz_log is not None and _has_fuzzed(medfuzz_log, ATTACKED):
-        tasks.append("medfuzz_medqa")
-        metadata["fuzzed"] = str(medfuzz_log)
-    _phase(f"lm-eval (medfuzz-local, in-process): {', '.join(tasks)}", started)
-    out = plan.out / "lm-eval"
-    script = Path(sys.executable).parent / "medfuzz-lm-eval"
-    command = [str(script if script.exists() else shutil.which("medfuzz-lm-eval")), "--model", "medfuzz-local",
-               "--model_args", f"n_threads={plan.threads}", "--tasks", ",".join(tasks),
-               "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples"]
-    with (plan.out / "lm-eval.out").open("w") as handle:
-        result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ})
-    if result.returncode != 0:
-        tail = (plan.out / "lm-eval.out").read_text(errors="replace")[-3000:]
-        raise SystemExit(f"lm-eval failed (exit {result.returncode}); log {plan.out / 'lm-eval.out'}:\n{tail}")
-    return out
-
-
-def _has_fuzzed(log: Path, outcomes: tuple[str, ...]) -> bool:
-    from medfuzz.tasks.inspect.medfuzz import fuzzed_from_log
-
-    return any(r["outcome"] in outcomes for r in fuzzed_from_log(log))
+    return SuitePlan(model=EMBEDDED, out=plan.out, attacker=TEMPLATE_ATTACKER, level="quick" if plan.quick else "demo",
+                     data="demo", limits={"baseline": plan.limit} if plan.limit else {})
 
 
 # ----------------------------------------------------------------------------------------------- summary
@@ -259,25 +173,31 @@ def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) ->
 
 
 def run_demo(plan: DemoPlan) -> int:
-    from medfuzz.models.local import start_server
-    from medfuzz.report import render_all
+    from medfuzz.cli.run import execute
 
-    started = time.monotonic()
     plan.out.mkdir(parents=True, exist_ok=True)
-    _phase("starting the embedded model (SmolLM2-135M-Instruct, llama.cpp server)", started)
-    try:
-        with start_server(threads=plan.threads, log_path=plan.out / "server.log") as server:
-            inspect_logs = run_inspect(plan, server, started)
-        # lm-eval runs the same GGUF in-process (the server's echo logprobs are misaligned, docs/foundation.md)
-        lm_eval_out = run_lm_eval(plan, inspect_logs.get("medfuzz"), started)
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (the CLI turns them into this); the server is stopped
-        print(f"\n[{time.monotonic() - started:6.1f}s] interrupted; finished logs in {plan.out}", flush=True)
-        return 130
-    _phase("medfuzz report", started)
-    written = render_all([plan.out / "inspect", lm_eval_out], plan.out / "report")
-    for line in summary(plan, inspect_logs, lm_eval_out):
+    # lm-eval's single-substitution TCES tasks take the first 5 attackable items
+    done = execute(suite_plan(plan), lm_eval="embedded", threads=plan.threads, lm_eval_limits={"tces_limit": 5})
+    if done.code != 0 or done.lm_eval_out is None:
+        return done.code
+    for line in summary(plan, {label: Path(entry.location) for label, entry in done.logs.items()}, done.lm_eval_out):
         print(line)
-    index = next((p for paths in written.values() for p in paths if p.name == "index.html"), None)
-    print(f"\n[{time.monotonic() - started:6.1f}s] done; logs in {plan.out}")
-    print(f"report: {index or plan.out / 'report'}")
+    print(f"report: {done.index or plan.out / 'report'}")
     return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from medfuzz.cli.serve import stop_servers_on_signals
+
+    stop_servers_on_signals()  # leave the server's ``with`` block instead of orphaning it
+    return run_demo(DemoPlan(out=Path(args.out).resolve(), threads=args.threads, limit=args.limit, quick=args.quick))
+
+
+def add_parser(commands: Any) -> None:
+    demo = commands.add_parser("demo", help="a short robustness evaluation (clean, TCES, MedGuard, MedFuzz) on the "
+                                            "embedded model through Inspect and lm-eval, then the report page")
+    demo.add_argument("--out", default="medfuzz-demo", help="folder for logs and results")
+    demo.add_argument("--limit", type=int, default=10, help="clean-baseline items (of the 50 bundled)")
+    demo.add_argument("--threads", type=int, default=2)
+    demo.add_argument("--quick", action="store_true", help="a smaller run (drugs and RandS only, fewer items)")
+    demo.set_defaults(func=_demo)

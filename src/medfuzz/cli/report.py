@@ -1,0 +1,83 @@
+"""``medfuzz report`` (plots, tables and the page from Inspect logs / lm-eval results) and ``medfuzz compare``
+(MedGuard, MedFuzz and TCES across models)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from medfuzz.scorers.stats import DEFAULT_ALPHA
+
+
+def _report(args: argparse.Namespace) -> int:
+    from medfuzz.report import render_all
+
+    written = render_all([Path(p) for p in args.logs], Path(args.out))
+    files = [path for paths in written.values() for path in paths]
+    for method, paths in written.items():
+        for path in paths:
+            print(f"{method}: {path}")
+    if not files:
+        print("medfuzz report: no MedFuzz, TCES or MedGuard results found in", ", ".join(args.logs))
+        return 1
+    return 0
+
+
+def _compare_medguard(args: argparse.Namespace) -> None:
+    """MedGuard model comparison over Inspect logs / lm-eval results (see medfuzz.report.medguard)."""
+    from medfuzz.report.medguard import compare, render
+
+    paths = [Path(p) for p in args.paths]
+    result = compare(paths, alpha=args.alpha)
+    print("Safety indices (± bootstrap SE, 9,999 resamples); chance = a uniform random guesser's score\n")
+    print(result.table())
+    print("\nAnswer letters per aspect (position bias; the keys are balanced)\n")
+    print(result.position_table())
+    print("\nPairwise two-sided McNemar: raw p (the paper's criterion) and Holm-adjusted p\n")
+    print(result.mcnemar_table())
+    print("\nRankings\n")
+    print(result.ranking_text())
+    if args.out:
+        for written in render(paths, Path(args.out)):
+            print(f"wrote {written}")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """The MedGuard comparison when MedGuard runs are among the paths, and the MedFuzz / TCES comparison
+    (``medfuzz.report.compare``) when those are."""
+    from medfuzz.report import compare as attacks
+    from medfuzz.report.medguard import load_runs as medguard_runs
+
+    paths = [Path(p) for p in args.paths]
+    found = False
+    if medguard_runs(paths):
+        found = True
+        _compare_medguard(args)
+    runs = attacks.load_runs(paths)
+    if runs:
+        found = True
+        result = attacks.compare(paths, alpha=args.alpha, runs=runs)
+        print("\nMedFuzz / TCES: attacked accuracy ± bootstrap SE per model, pairwise exact McNemar (Holm), transfer\n")
+        print(result.markdown())
+        if args.out:
+            for written in attacks.write(result, Path(args.out)):
+                print(f"wrote {written}")
+    if not found:
+        raise SystemExit(f"medfuzz compare: no MedGuard, MedFuzz or TCES run under {', '.join(args.paths)}")
+    return 0
+
+
+def add_parsers(commands: Any) -> None:
+    comp = commands.add_parser("compare", help="compare models on MedGuard, MedFuzz and TCES from Inspect logs / "
+                                               "lm-eval results")
+    comp.add_argument("paths", nargs="+", help="log files or folders (other runs are ignored)")
+    comp.add_argument("--out", default=None, help="also write charts, tables, JSON and HTML here")
+    comp.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                      help="significance level (p <= alpha) after Holm correction")
+    comp.set_defaults(func=_compare)
+
+    report = commands.add_parser("report", help="plots and tables from Inspect logs / lm-eval results")
+    report.add_argument("logs", nargs="+", help="log files or folders (searched recursively)")
+    report.add_argument("--out", default="report", help="folder for the plots and tables")
+    report.set_defaults(func=_report)

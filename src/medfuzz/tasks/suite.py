@@ -1,0 +1,449 @@
+"""``medfuzz run``: the robustness suite (clean baseline, TCES, MedGuard, MedFuzz) on one model as one Inspect
+eval set, plus the same methods through lm-eval when asked.
+
+Inspect's own ``eval_set`` runs the tasks in ``OUT/inspect``: it pairs each task with its log by a task
+identifier (task name, task args, model, roles, generate config), so running the same command again after an
+interruption reuses the finished runs, and ``eval-retry`` inside it reuses every finished sample of an
+interrupted one; model calls inside an unfinished sample come from the call cache (``models.call_cache``:
+Inspect's cache for every call medfuzz's engines make). Nothing here schedules work of its own.
+
+What the suite runs is a *level* (``LEVELS``): the methods' settings, named, with the upper bound of model calls
+each one implies. ``paper`` is every method at its paper's settings (the configs' defaults); ``demo`` is the
+short run of ``medfuzz demo`` on the embedded model (a 135M model with the template attacker: it shows the
+pipeline, not an attack's strength).
+
+Concurrency and deadlines come from the backend (``backend_for``): one connection and a long deadline for the
+embedded llama.cpp server (it answers one request at a time), more for an OpenAI-compatible server, Inspect's
+own defaults for a hosted API; every value can be overridden and all of them are written to ``OUT/run.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medfuzz.options import ConfigError
+
+log = logging.getLogger(__name__)
+
+METHODS = ("baseline", "tces", "medguard", "medfuzz")
+SUITE_KEY = "medfuzz_suite"  # task metadata: the run's label in the suite (the logs are found by it)
+EMBEDDED = "embedded"  # --model value: start the embedded SmolLM2 server
+TEMPLATE_ATTACKER = "template"  # --attacker value: the deterministic template attacker (no LLM)
+TEMPLATE_ATTACKER_MODEL = "medfuzz-template/attacker"
+
+
+@dataclass(frozen=True)
+class Level:
+    """Named settings for every method: task options per method, and a sentence on what they change."""
+
+    name: str
+    summary: str
+    medfuzz: Mapping[str, Any] = field(default_factory=dict)
+    tces: tuple[Mapping[str, Any], ...] = ({"entity": "drugs"}, {"entity": "diseases"})
+    medguard: Mapping[str, Any] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)  # per method, when --limit is not given
+    generate: Mapping[str, Any] = field(default_factory=dict)  # Inspect generate config for every run
+
+
+LEVELS: dict[str, Level] = {
+    "paper": Level(
+        "paper", "every method at its paper's settings: MedFuzz K = 5 turns, 5 replicates, M = 30 control fuzzes "
+                 "(sequential test), p̂ from the full dialog over 5 option orders; TCES PDWS n = -20, budget 8, "
+                 "drugs and diseases; MedGuard every aspect"),
+    "demo": Level(
+        "demo", "the demo's short run (medfuzz demo): MedFuzz on 10 items, K = 3, 1 replicate, M = 10 controls "
+                "(too few for any attack to be significant at alpha 0.05), direct p̂, 1 option order; TCES RandS "
+                "and PDWS on 12 items, budget 8; MedGuard 2 items per aspect",
+        medfuzz={"turns": 3, "replicates": 1, "exemplars": 0, "controls": 10, "min_controls": 8, "option_orders": 1,
+                 "pvalue_prompt": "direct", "max_tokens_scale": 0.25, "require_confidences": False,
+                 "max_retries": 1},
+        tces=tuple({"entity": entity, "sampler": sampler, "n": n, "budget": 8, "max_retries": 1}
+                   for entity in ("drugs", "diseases") for sampler, n in (("rands", 0), ("pdws", -20))),
+        limits={"baseline": 10, "tces": 12, "medfuzz": 10, "medguard": 2},
+        # short greedy answers: SmolLM2 answers with a letter; MedFuzz's target keeps the paper's temperature 1.0
+        # (its own config), so its sampled answers can move
+        generate={"max_tokens": 32, "seed": 0, "temperature": 0.0}),
+}
+LEVELS["quick"] = Level(
+    "quick", "the smallest run that touches every method (the end-to-end tests): the demo's settings on 2 "
+             "MedFuzz items, TCES drugs with RandS on 10 items, MedGuard 1 item per aspect",
+    medfuzz=LEVELS["demo"].medfuzz, tces=LEVELS["demo"].tces[:1],
+    limits={"baseline": 10, "tces": 10, "medfuzz": 2, "medguard": 1}, generate=LEVELS["demo"].generate)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How hard to press one backend: Inspect's ``max_connections`` and per-attempt deadline, and why."""
+
+    kind: str
+    max_connections: int | None  # None: Inspect's default for the provider
+    attempt_timeout: int | None  # seconds; None: no per-attempt deadline beyond the provider's
+    max_samples: int | None
+    why: str
+
+
+def backend_for(model: str) -> Backend:
+    """Defaults for ``model`` (an Inspect model string, or ``embedded``)."""
+    if model == EMBEDDED:
+        return Backend("embedded llama.cpp server", 1, 120, 1,
+                       "the embedded server answers one request at a time: one connection, one sample at a time "
+                       "(consecutive queries about one item reuse its prompt cache) and a deadline that covers a "
+                       "long reply on 2 cores")
+    provider = model.split("/", 1)[0]
+    if provider in ("openai-api", "vllm", "sglang", "ollama", "llama-cpp-python", "hf", "transformer_lens"):
+        return Backend("OpenAI-compatible or local server", 16, 120, None,
+                       "a self-hosted server batches concurrent requests: 16 connections; 120 s per attempt "
+                       "covers a long reasoning reply on a loaded server")
+    return Backend("hosted API", None, 120, None,
+                   "a hosted API: Inspect's own connection default for the provider (rate limits); 120 s per "
+                   "attempt, after which Inspect retries")
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """One run of the suite: its label, the Inspect task function's registry name and its task args."""
+
+    label: str
+    method: str
+    task: str  # medfuzz/<task>
+    args: Mapping[str, Any]
+
+
+@dataclass
+class SuitePlan:
+    """What ``medfuzz run`` runs."""
+
+    model: str
+    out: Path
+    attacker: str | None = None  # None: the target attacks itself (logged); "template": the template attacker
+    methods: tuple[str, ...] = METHODS
+    level: str = "paper"
+    data: str = "hf"  # MedQA source for the baseline, TCES and MedFuzz: hf, demo or a file
+    limit: int | None = None  # items per method (MedGuard: per aspect); None: the level's, else every item
+    limits: Mapping[str, int] = field(default_factory=dict)  # per method, over ``limit`` and the level's
+    options: Mapping[str, Any] = field(default_factory=dict)  # NAME=VALUE: every method that has NAME;
+    # METHOD_NAME=VALUE (medfuzz_turns, tces_budget, medguard_seed, baseline_prompt_style): that method only
+    max_connections: int | None = None  # None: the backend's
+    attempt_timeout: int | None = None
+    max_samples: int | None = None
+    max_tasks: int | None = None
+    retry_attempts: int | None = None
+    display: str = "none"
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown or not self.methods:
+            raise ConfigError(f"--methods: {unknown or 'nothing'} is not among {list(METHODS)}")
+        if self.level not in LEVELS:
+            raise ConfigError(f"--level: {self.level!r} is not one of {list(LEVELS)}")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"--limit must be at least 1, got {self.limit}")
+
+    @property
+    def backend(self) -> Backend:
+        return backend_for(self.model)
+
+    def limit_for(self, method: str) -> int | None:
+        if method in self.limits:
+            return self.limits[method]
+        return self.limit if self.limit is not None else LEVELS[self.level].limits.get(method)
+
+    def _options_for(self, method: str, known: Sequence[str]) -> dict[str, Any]:
+        """The ``--option`` values for one method: plain names it knows, then ``METHOD_NAME`` overriding them."""
+        chosen: dict[str, Any] = {}
+        for name, value in self.options.items():
+            if name in known:
+                chosen[name] = value
+        prefix = f"{method}_"
+        for name, value in self.options.items():
+            if name.startswith(prefix) and name[len(prefix):]:
+                chosen[name[len(prefix):]] = value
+        return chosen
+
+    def check_options(self) -> None:
+        """Every ``--option`` must reach some chosen method (a typo must not run with defaults)."""
+        import difflib
+
+        known = {m: _known_options(m) for m in self.methods}
+        everything = sorted({n for names in known.values() for n in names}
+                            | {f"{m}_{n}" for m, names in known.items() for n in names})
+        for name in self.options:
+            method = next((m for m in self.methods if name.startswith(f"{m}_") and name[len(m) + 1:] in known[m]),
+                          None)
+            if method is None and not any(name in names for names in known.values()):
+                close = difflib.get_close_matches(name, everything, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"--option {name}: no chosen method ({', '.join(self.methods)}) has this "
+                                  f"option{hint}")
+
+    def runs(self) -> list[SuiteRun]:
+        """Every run of the suite, in the order they run (cheap first: a misconfiguration shows early)."""
+        level = LEVELS[self.level]
+        data = {"data": self.data}
+        runs: list[SuiteRun] = []
+        if "baseline" in self.methods:
+            args = {**data, "limit": self.limit_for("baseline"), **self._options_for("baseline",
+                                                                                     _known_options("baseline"))}
+            runs.append(SuiteRun("clean baseline", "baseline", "medfuzz/medqa_clean", _drop_none(args)))
+        if "tces" in self.methods:
+            extra = self._options_for("tces", _known_options("tces"))
+            for setting in level.tces:
+                args = {**data, "limit": self.limit_for("tces"), **setting, **extra}
+                label = f"tces {args['entity']} {args.get('sampler', 'pdws')}"
+                runs.append(SuiteRun(label, "tces", "medfuzz/tces_medqa", _drop_none(args)))
+        if "medguard" in self.methods:
+            args = {"limit_per_aspect": self.limit_for("medguard"), **level.medguard,
+                    **self._options_for("medguard", _known_options("medguard"))}
+            runs.append(SuiteRun("medguard", "medguard", "medfuzz/medguard", _drop_none(args)))
+        if "medfuzz" in self.methods:
+            args = {**data, "limit": self.limit_for("medfuzz"), **level.medfuzz,
+                    **self._options_for("medfuzz", _known_options("medfuzz"))}
+            runs.append(SuiteRun("medfuzz", "medfuzz", "medfuzz/medfuzz_medqa", _drop_none(args)))
+        return runs
+
+    def model_roles(self) -> dict[str, str]:
+        if "medfuzz" not in self.methods or self.attacker is None:
+            return {}
+        return {"attacker": TEMPLATE_ATTACKER_MODEL if self.attacker == TEMPLATE_ATTACKER else self.attacker}
+
+    def settings(self) -> dict[str, Any]:
+        """Everything the run was started with, defaults resolved (written to ``OUT/run.json``)."""
+        backend = self.backend
+        return {
+            "model": self.model, "attacker": self.attacker, "model_roles": self.model_roles(),
+            "methods": list(self.methods), "level": self.level, "level_summary": LEVELS[self.level].summary,
+            "data": self.data, "limit": self.limit, "limits": {m: self.limit_for(m) for m in self.methods},
+            "options": dict(self.options), "generate": dict(LEVELS[self.level].generate),
+            "backend": asdict(backend),
+            "max_connections": self.max_connections if self.max_connections is not None else backend.max_connections,
+            "attempt_timeout": self.attempt_timeout if self.attempt_timeout is not None else backend.attempt_timeout,
+            "max_samples": self.max_samples if self.max_samples is not None else backend.max_samples,
+            "max_tasks": self.max_tasks, "retry_attempts": self.retry_attempts,
+            "runs": [{"label": r.label, "task": r.task, "args": dict(r.args)} for r in self.runs()],
+        }
+
+
+def _drop_none(args: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in args.items() if v is not None}
+
+
+def _known_options(method: str) -> tuple[str, ...]:
+    """Option names of one method's task (its config's fields and the data options)."""
+    from dataclasses import fields
+
+    data = ("data", "split", "limit", "shuffle_choices", "seed")
+    if method == "baseline":
+        return (*data, "prompt_style")
+    if method == "tces":
+        from medfuzz.solvers.tces.config import TCESConfig
+
+        return (*data, *(f.name for f in fields(TCESConfig)))
+    if method == "medfuzz":
+        from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+
+        return (*data, *(f.name for f in fields(MedFuzzConfig)))
+    from medfuzz.solvers.medguard.config import MedGuardConfig
+
+    return tuple(f.name for f in fields(MedGuardConfig))
+
+
+# ------------------------------------------------------------------------------------------------ tasks
+
+
+def build_tasks(plan: SuitePlan) -> list[tuple[SuiteRun, Any]]:
+    """(run, Inspect Task) for every run; each task's metadata names its run (``SUITE_KEY``), which is how
+    ``suite_logs`` finds the logs again (metadata is not part of eval_set's task identifier)."""
+    from medfuzz.tasks.inspect.baselines import medqa_clean
+    from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
+    from medfuzz.tasks.inspect.medguard import medguard
+    from medfuzz.tasks.inspect.tces import tces_medqa
+
+    makers = {"medfuzz/medqa_clean": medqa_clean, "medfuzz/tces_medqa": tces_medqa, "medfuzz/medguard": medguard,
+              "medfuzz/medfuzz_medqa": medfuzz_medqa}
+    built = []
+    for run in plan.runs():
+        task = makers[run.task](**run.args)
+        task.metadata = {**(task.metadata or {}), SUITE_KEY: run.label}
+        built.append((run, task))
+    return built
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The most model calls the suite can make, per run and role (the tasks' own ``max_calls``; the clean
+    baseline and MedGuard ask one call per sample, plus the generator's rewrites MedGuard defers)."""
+
+    per_run: dict[str, dict[str, int]]
+    samples: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(sum(roles.values()) for roles in self.per_run.values())
+
+    def per_role(self) -> dict[str, int]:
+        roles: dict[str, int] = {}
+        for calls in self.per_run.values():
+            for role, count in calls.items():
+                roles[role] = roles.get(role, 0) + count
+        return roles
+
+    def lines(self) -> list[str]:
+        width = max((len(label) for label in self.per_run), default=5)
+        out = [f"  {label:{width}s}  {self.samples[label]:>6,} samples  at most {sum(calls.values()):>10,} calls  "
+               f"({', '.join(f'{role} {count:,}' for role, count in calls.items())})"
+               for label, calls in self.per_run.items()]
+        out.append(f"  {'total':{width}s}  {sum(self.samples.values()):>6,} samples  at most {self.total:>10,} calls")
+        return out
+
+
+def bound(built: Sequence[tuple[SuiteRun, Any]]) -> Bound:
+    per_run: dict[str, dict[str, int]] = {}
+    samples: dict[str, int] = {}
+    for run, task in built:
+        n = len(task.dataset)
+        samples[run.label] = n
+        recorded = (task.metadata or {}).get("max_calls")
+        if recorded:
+            per_run[run.label] = dict(recorded)
+        else:  # one answer per sample; MedGuard's deferred rewrites one generator call each
+            pending = sum(1 for s in task.dataset if (s.metadata or {}).get("item", {}).get("metadata", {})
+                          .get("pending"))
+            per_run[run.label] = {"target": n, **({"generator": pending} if pending else {})}
+    return Bound(per_run, samples)
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+
+@dataclass
+class SuiteOutcome:
+    success: bool
+    logs: dict[str, Any]  # label -> EvalLog (header)
+    reused: int  # runs eval_set found finished in the folder
+    calls: int  # model calls this invocation made (cache hits not counted)
+
+
+def eval_set_args(plan: SuitePlan) -> dict[str, Any]:
+    settings = plan.settings()
+    args: dict[str, Any] = {"display": plan.display, **LEVELS[plan.level].generate}
+    for name in ("max_connections", "attempt_timeout", "max_samples", "max_tasks", "retry_attempts"):
+        if settings[name] is not None:
+            args[name] = settings[name]
+    return args
+
+
+def run_suite(plan: SuitePlan, built: Sequence[tuple[SuiteRun, Any]], model: str,
+              progress: Any | None = None) -> SuiteOutcome:
+    """Run (or resume) the suite's Inspect tasks as one eval set in ``OUT/inspect``; ``model`` is the Inspect
+    model string (the embedded server's, once started)."""
+    from inspect_ai import eval_set
+
+    from medfuzz.tasks.sweep import _finished
+
+    log_dir = plan.out / "inspect"
+    before = _finished(log_dir)
+    success, logs = eval_set([task for _, task in built], log_dir=str(log_dir), model=model,
+                             model_roles=plan.model_roles() or None, **eval_set_args(plan))
+    by_label = {}
+    for entry in logs:
+        label = (entry.eval.metadata or {}).get(SUITE_KEY)
+        if label:
+            by_label[label] = entry
+    reused = sum(entry.location in before for entry in logs)
+    return SuiteOutcome(success=success, logs=by_label, reused=reused, calls=progress.calls if progress else 0)
+
+
+def write_settings(plan: SuitePlan, suite_bound: Bound) -> Path:
+    plan.out.mkdir(parents=True, exist_ok=True)
+    path = plan.out / "run.json"
+    settings = plan.settings()
+    settings["max_calls"] = {"per_run": suite_bound.per_run, "total": suite_bound.total}
+    path.write_text(json.dumps(settings, indent=2, default=str) + "\n")
+    return path
+
+
+def eta_text(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+# ------------------------------------------------------------------------------------------------ lm-eval
+
+LM_EVAL_EMBEDDED = "medfuzz-local"
+
+
+@dataclass(frozen=True)
+class LmEvalPlan:
+    """The lm-eval half: ``model`` and ``model_args`` as ``medfuzz-lm-eval --model M --model_args A`` takes them."""
+
+    model: str
+    model_args: str = ""
+
+    @classmethod
+    def parse(cls, text: str, threads: int = 2) -> LmEvalPlan:
+        """``embedded`` (the GGUF in-process), or ``MODEL`` / ``MODEL:ARGS`` (``hf:pretrained=...``,
+        ``local-completions:model=...,base_url=...``)."""
+        if text == EMBEDDED:
+            return cls(LM_EVAL_EMBEDDED, f"n_threads={threads}")
+        model, _, args = text.partition(":")
+        if not model:
+            raise ConfigError(f"--lm-eval {text!r}: expected MODEL or MODEL:MODEL_ARGS (e.g. hf:pretrained=NAME)")
+        return cls(model, args)
+
+
+def lm_eval_tasks(plan: SuitePlan, fuzzed_log: Path | None) -> tuple[list[str], dict[str, Any]]:
+    """lm-eval task names and ``--metadata`` for the suite's methods (MedFuzz: the items the Inspect run
+    fuzzed, scored by letter log-likelihood)."""
+    tasks: list[str] = []
+    metadata: dict[str, Any] = {"data": plan.data}
+    if "baseline" in plan.methods:
+        tasks.append("medqa_clean")
+        if plan.limit_for("baseline"):
+            metadata["clean_limit"] = plan.limit_for("baseline")
+    if "tces" in plan.methods:
+        tasks += sorted({f"tces_medqa_{setting['entity']}" for setting in LEVELS[plan.level].tces})
+        if plan.limit_for("tces"):
+            metadata["tces_limit"] = plan.limit_for("tces")
+    if "medguard" in plan.methods:
+        tasks.append("medguard")
+        if plan.limit_for("medguard"):
+            metadata["medguard_limit_per_aspect"] = plan.limit_for("medguard")
+    if "medfuzz" in plan.methods and fuzzed_log is not None:
+        tasks.append("medfuzz_medqa")
+        metadata["fuzzed"] = str(fuzzed_log)
+    return tasks, metadata
+
+
+def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_file: Path,
+                limits: Mapping[str, int] | None = None) -> Path:
+    """The lm-eval half through ``medfuzz-lm-eval`` in a subprocess (lm-eval's CLI, results + samples in
+    ``OUT/lm-eval``); its request cache (``--use_cache``) makes a re-run pay nothing for finished requests."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    tasks, metadata = lm_eval_tasks(plan, fuzzed_log)
+    metadata.update(limits or {})
+    out = plan.out / "lm-eval"
+    script = Path(sys.executable).parent / "medfuzz-lm-eval"
+    command = [str(script if script.exists() else shutil.which("medfuzz-lm-eval")), "--model", lm.model,
+               *(["--model_args", lm.model_args] if lm.model_args else []), "--tasks", ",".join(tasks),
+               "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples",
+               "--use_cache", str(plan.out / "lm-eval-cache" / "requests")]
+    (plan.out / "lm-eval-cache").mkdir(parents=True, exist_ok=True)
+    print(f"$ {' '.join(command)}", flush=True)
+    with log_file.open("w") as handle:
+        result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ})
+    if result.returncode != 0:
+        tail = log_file.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"lm-eval failed (exit {result.returncode}); log {log_file}:\n{tail}")
+    return out
