@@ -1,0 +1,96 @@
+"""``medfuzz run``'s plan: which runs with which options, the call bound, per-backend defaults, settings written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from medfuzz.options import ConfigError
+from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+from medfuzz.solvers.tces.config import TCESConfig
+from medfuzz.tasks.suite import LEVELS, SuitePlan, backend_for, bound, build_tasks, write_settings
+
+
+def plan(tmp_path: Path, **kwargs) -> SuitePlan:
+    return SuitePlan(model="openai-api/vllm/m", out=tmp_path, data="demo", **kwargs)
+
+
+def test_paper_level_runs_every_method_at_the_configs_defaults(tmp_path: Path) -> None:
+    runs = plan(tmp_path).runs()
+    assert [r.label for r in runs] == ["clean baseline", "tces drugs pdws", "tces diseases pdws", "medguard",
+                                       "medfuzz"]
+    medfuzz = runs[-1]
+    assert medfuzz.args == {"data": "demo"}  # nothing overridden: MedFuzzConfig's defaults are the paper's
+    assert runs[1].args == {"data": "demo", "entity": "drugs"}
+
+
+def test_options_reach_the_methods_that_have_them_and_prefixes_pick_one(tmp_path: Path) -> None:
+    runs = {r.label: r for r in plan(tmp_path, options={"seed": 3, "medfuzz_turns": 2, "budget": 4,
+                                                        "tces_budget": 1}).runs()}
+    assert runs["medfuzz"].args["seed"] == 3 and runs["medfuzz"].args["turns"] == 2
+    assert runs["tces drugs pdws"].args["budget"] == 1  # the prefixed value wins over the plain one
+    assert "budget" not in runs["medfuzz"].args and "turns" not in runs["tces drugs pdws"].args
+    assert runs["medguard"].args["seed"] == 3 and runs["clean baseline"].args["seed"] == 3
+
+
+@pytest.mark.parametrize("name, hint", [("trns", "'turns'"), ("medfuzz_trns", "'medfuzz_turns'")])
+def test_an_option_no_chosen_method_has_is_an_error_naming_the_closest(tmp_path: Path, name: str, hint: str) -> None:
+    with pytest.raises(ConfigError, match=f"--option {name}: .*did you mean {hint}"):
+        plan(tmp_path, options={name: 3}).check_options()
+
+
+def test_an_option_of_a_method_not_chosen_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--option medfuzz_turns"):
+        plan(tmp_path, methods=("baseline", "tces"), options={"medfuzz_turns": 3}).check_options()
+
+
+def test_limits_per_method(tmp_path: Path) -> None:
+    demo = plan(tmp_path, level="demo", limits={"baseline": 4})
+    assert {m: demo.limit_for(m) for m in ("baseline", "tces", "medfuzz", "medguard")} == {
+        "baseline": 4, "tces": 12, "medfuzz": 10, "medguard": 2}
+    assert plan(tmp_path, level="demo", limit=3).limit_for("tces") == 3
+    assert plan(tmp_path).limit_for("medfuzz") is None
+
+
+def test_bad_methods_level_and_limit_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--methods"):
+        plan(tmp_path, methods=("medfuz",))
+    with pytest.raises(ConfigError, match="--level"):
+        plan(tmp_path, level="cheap")
+    with pytest.raises(ConfigError, match="--limit"):
+        plan(tmp_path, limit=0)
+
+
+def test_backend_defaults() -> None:
+    assert (backend_for("embedded").max_connections, backend_for("embedded").max_samples) == (1, 1)
+    assert backend_for("openai-api/vllm/m").max_connections == 16
+    assert backend_for("openai/gpt-4o").max_connections is None  # Inspect's own per-provider default
+    assert all(backend_for(m).attempt_timeout == 120 for m in ("embedded", "vllm/x", "anthropic/claude"))
+
+
+def test_bound_is_the_sum_of_the_tasks_own_bounds(tmp_path: Path) -> None:
+    suite = plan(tmp_path, level="quick", methods=("baseline", "tces", "medfuzz"))
+    built = build_tasks(suite)
+    calls = bound(built)
+    assert calls.samples == {"clean baseline": 10, "tces drugs rands": 10, "medfuzz": 2}
+    medfuzz_config = MedFuzzConfig.from_options(**LEVELS["quick"].medfuzz)
+    tces_config = TCESConfig.from_options(**{k: v for k, v in LEVELS["quick"].tces[0].items()})
+    assert calls.per_run["medfuzz"] == medfuzz_config.max_calls(2)
+    assert calls.per_run["tces drugs rands"] == tces_config.max_calls(10)
+    assert calls.per_run["clean baseline"] == {"target": 10}
+    assert calls.total == 10 + sum(tces_config.max_calls(10).values()) + sum(medfuzz_config.max_calls(2).values())
+    # every task names its run, which is how the logs are found again
+    assert [task.metadata["medfuzz_suite"] for _, task in built] == ["clean baseline", "tces drugs rands", "medfuzz"]
+
+
+def test_settings_file_holds_every_resolved_default(tmp_path: Path) -> None:
+    suite = plan(tmp_path, level="quick", methods=("baseline",), max_connections=4)
+    path = write_settings(suite, bound(build_tasks(suite)))
+    written = json.loads(path.read_text())
+    assert written["max_connections"] == 4 and written["attempt_timeout"] == 120
+    assert written["backend"]["kind"].startswith("OpenAI-compatible")
+    assert written["runs"] == [{"label": "clean baseline", "task": "medfuzz/medqa_clean",
+                                "args": {"data": "demo", "limit": 10}}]
+    assert written["max_calls"]["total"] == 10 and written["generate"] == dict(LEVELS["quick"].generate)
