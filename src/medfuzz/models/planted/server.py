@@ -67,6 +67,9 @@ class PlantedApp:
         self.attacker = PlantedAttacker(spec.attacker, spec.seed)
         self.models = [spec.name, spec.name + ATTACKER_SUFFIX]
         self.requests = 0
+        # per model: chat completions answered and their (word-count) tokens, for scale benchmarks
+        self.calls: dict[str, int] = {}
+        self.tokens: dict[str, int] = {}
 
     def _behaviour(self, model: str) -> Any:
         if model not in self.models:
@@ -89,6 +92,8 @@ class PlantedApp:
             top = int(body.get("top_logprobs") or 0)
             logprobs = {"content": self._chat_logprobs(text, reply.letter_probs, top)}
         words = sum(len(m.content.split()) for m in messages)
+        self.calls[model] = self.calls.get(model, 0) + 1
+        self.tokens[model] = self.tokens.get(model, 0) + words + len(text.split())
         return {
             "id": f"chatcmpl-planted-{self.requests}", "object": "chat.completion", "created": int(time.time()),
             "model": model,
