@@ -110,12 +110,19 @@ def _method_of(log: Any) -> str:
     return "other"
 
 
+def medguard_key(name: str) -> str:
+    """A MedGuard metric key as the Inspect task writes it now: logs from before the ``medguard_`` prefix
+    (``overall``, ``defense_se``, ...) read as if written today, so users' old logs keep their report."""
+    return name if name.startswith("medguard_") else f"medguard_{name}"
+
+
 def _metric_values(log: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
+    medguard = _method_of(log) == "medguard"
     for score in (log.results.scores if log.results else []):
         for name, m in score.metrics.items():
             key = f"{name} ({score.name})" if name in ("stderr", "accuracy") else name
-            values[key] = m.value
+            values[medguard_key(key) if medguard and score.name == "medguard" else key] = m.value
     return values
 
 
