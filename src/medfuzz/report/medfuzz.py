@@ -45,12 +45,12 @@ def _is_medfuzz(header: Any) -> bool:
 def _read(path: Path):
     """The Inspect log at ``path`` if it is a MedFuzz run, else ``None`` (never raises for other files)."""
     try:
-        from inspect_ai.log import read_eval_log
+        from medfuzz.report._logs import read_log
 
-        header = read_eval_log(str(path), header_only=True)
+        header = read_log(path, header_only=True)
         if not _is_medfuzz(header) or header.status != "success":
             return None
-        return read_eval_log(str(path))
+        return read_log(path)
     except Exception:  # not an Inspect log, or unreadable: not ours to report
         return None
 
