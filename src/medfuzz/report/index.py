@@ -56,7 +56,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .md{overflow-x:auto}.grid{display:flex;flex-wrap:wrap;gap:1em}.grid>div{flex:1 1 22em}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
 details{margin:.3em 0}.bad{color:#a33}
-table{max-width:100%}td,th{overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}
+table{max-width:100%}td{overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}
 .banner{background:#fde8e8;border-left:5px solid #c0392b;padding:.4em .8em;margin:.5em 0;color:#611}
 .glance{border:2px solid #4C72B0;border-radius:8px;padding:.4em 1em .6em;margin:1em 0}
 .glance h3{margin:.2em 0}.methods{display:flex;flex-wrap:wrap;gap:0 1.5em}.methods>.method{flex:1 1 20em;min-width:0}
@@ -193,7 +193,10 @@ def run_problem(log: Any) -> str:
 def _short(value: Any) -> str:
     """A parameter in a card title: lists as words (a count when long), never a Python repr."""
     if isinstance(value, list | tuple):
-        return ", ".join(map(str, value)) if len(value) <= 3 else f"{len(value)} values"
+        more = f" and {len(value) - 3} more" if len(value) > 3 else ""
+        return ", ".join(map(str, value[:3])) + more
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return str(value)
 
 
@@ -284,9 +287,13 @@ def _fmt(value: Any) -> str:
     if isinstance(value, tuple) and len(value) == 2:
         main, stderr = value
         text = _fmt(main)
+        if text == "–":  # no value, so no SE either
+            return text
         return text + (f" ± {_fmt(stderr)}" if isinstance(stderr, int | float) and not math.isnan(stderr) else "")
-    if isinstance(value, bool) or value is None:
-        return html.escape(str(value))
+    if value is None:
+        return "–"
+    if isinstance(value, bool):  # words, not Python's True/False
+        return "yes" if value else "no"
     if isinstance(value, float):
         return "–" if math.isnan(value) else f"{value:.3f}".rstrip("0").rstrip(".") if value % 1 else f"{value:g}"
     if isinstance(value, int):
@@ -315,8 +322,12 @@ def _flat(parameters: Mapping[str, Any], prefix: str = "") -> list[tuple[str, An
     return rows
 
 
+class Shown(str):
+    """A number already written out with its interval (``overview.Number.shown``): a numeric cell."""
+
+
 def _cell(value: Any) -> str:
-    numeric = isinstance(value, int | float | tuple) and not isinstance(value, bool)
+    numeric = isinstance(value, int | float | tuple | Shown) and not isinstance(value, bool)
     return f"<td class=num>{_fmt(value)}</td>" if numeric else f"<td>{_fmt(value)}</td>"
 
 
@@ -359,7 +370,7 @@ def _headline(card: RunCard, glance: Mapping[str, Any]) -> list[tuple[str, Any]]
         return rows
     result = glance.get(str(card.source))
     shown = {n.metric for n in result.numbers} if result is not None else set()
-    rows = [(label(n.metric), n.shown()) for n in result.numbers] if result is not None else []
+    rows = [(label(n.metric), Shown(n.shown())) for n in result.numbers] if result is not None else []
     return rows + [(label(k) if " · " not in k else " · ".join([k.split(" · ")[0], label(k.split(" · ")[1])]), v)
                    for k, v in card.metrics.items() if not isinstance(v, dict) and k not in shown]
 

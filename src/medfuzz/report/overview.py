@@ -306,48 +306,43 @@ def card_html(card: ModelCard) -> str:
 
 
 def figure_png(cards: list[ModelCard]) -> bytes | None:
-    """One grouped bar chart of the headline numbers per model (error bars: Wilson interval or ± SE); ``None``
-    with fewer than two models."""
+    """One horizontal bar per model and headline number, grouped by number, coloured by model, with its Wilson
+    interval (or ± SE) as the error bar; ``None`` with fewer than two models."""
     if len(cards) < 2:
         return None
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    categories: list[str] = []
-    points: dict[tuple[str, str], Number] = {}
+    rows: list[tuple[str, str, Number]] = []  # (what, model, number), grouped by what
     for card in cards:
         for result in card.results:
-            for number in result.numbers:
-                if number.headline and not math.isnan(number.value):
-                    name = f"{result.title} ({result.harness})\n{label(number.metric)[:48]}"
-                    categories += [name] if name not in categories else []
-                    points[(card.model, name)] = number
-    if not categories:
+            rows += [(f"{result.title} ({result.harness}): {label(n.metric)}", card.model, n)
+                     for n in result.numbers if n.headline and not math.isnan(n.value)]
+    if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.55 * len(categories) * max(1, len(cards)) ** 0.5 + 0.4))
-    height = 0.8 / len(cards)
-    for i, card in enumerate(cards):
-        ys, xs, lows, highs = [], [], [], []
-        for j, name in enumerate(categories):
-            number = points.get((card.model, name))
-            if number is None:
-                continue
-            low, high = number.ci if number.ci else (number.value - (number.se or 0), number.value + (number.se or 0))
-            ys.append(j - 0.4 + height * (i + 0.5))
-            xs.append(number.value)
-            lows.append(max(0.0, number.value - low))
-            highs.append(max(0.0, high - number.value))
-        ax.barh(ys, xs, height=height * 0.9, xerr=[lows, highs], capsize=3, label=card.model)
-    ax.set_yticks(range(len(categories)))
-    ax.set_yticklabels(categories, fontsize=8)
+    order = list(dict.fromkeys(what for what, _, _ in rows))
+    rows.sort(key=lambda r: (order.index(r[0]), [c.model for c in cards].index(r[1])))
+    colours = {c.model: f"C{i % 10}" for i, c in enumerate(cards)}
+    fig, ax = plt.subplots(figsize=(9, 1.0 + 0.62 * len(rows)))
+    for y, (_, model, number) in enumerate(rows):
+        low, high = number.ci if number.ci else (number.value - (number.se or 0), number.value + (number.se or 0))
+        ax.barh(y, number.value, height=0.7, color=colours[model],
+                xerr=[[max(0.0, number.value - low)], [max(0.0, high - number.value)]], capsize=3)
+        ax.text(0.01, y, f"{number.value:.2f}", va="center", ha="left", fontsize=8, color="white"
+                if number.value > 0.08 else "black")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([textwrap.fill(f"{what} · {model}", 60) for what, model, _ in rows], fontsize=7.5)
+    for y in range(1, len(rows)):  # a rule between groups of the same number
+        if rows[y][0] != rows[y - 1][0]:
+            ax.axhline(y - 0.5, color="grey", linewidth=0.6)
     ax.invert_yaxis()
-    ax.set_xlim(0, 1.05)
-    ax.set_xlabel("value (error bars: 95 % Wilson interval, or ± SE for MedGuard and lm-eval)")
+    ax.set_xlim(0, 1.02)
+    ax.set_xlabel("value (error bars: 95 % Wilson interval; ± SE for MedGuard and lm-eval)", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / len(categories)),
-              ncol=min(3, len(cards)), frameon=False)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
@@ -365,8 +360,9 @@ def section_html(cards: list[ModelCard], problems: list[str]) -> str:
     if png is not None:
         data = base64.b64encode(png).decode("ascii")
         parts.append(f"<figure><img src=\"data:image/png;base64,{data}\" alt=\"models compared\">"
-                     "<figcaption>Headline numbers per model (longer bars: more accurate, more attack success, "
-                     "safer; read each row by its label)</figcaption></figure>")
+                     "<figcaption>Headline numbers per model, one bar each, grouped by number (read each bar by "
+                     "its label: a longer bar is a higher accuracy, attack success rate or safety index)</figcaption>"
+                     "</figure>")
     parts += [f"<p class=note><b>Why the harnesses differ</b> · {html.escape(n)}</p>" for n in harness_notes(cards)]
     return "".join(parts)
 
