@@ -30,6 +30,9 @@ def _lm_eval_results(folder: Path) -> None:
         "results": {"tces_medqa_drugs": {"alias": "tces_medqa_drugs", "clean_acc,none": 0.5,
                                          "clean_acc_stderr,none": "N/A", "flip_rate,none": 0.25,
                                          "flip_rate_stderr,none": "N/A"},
+                    # the demo's case: the 3 fuzzed items scored by letter log-likelihood, none flipped
+                    "medfuzz_medqa": {"alias": "medfuzz_medqa", "clean_acc,none": 1.0, "attacked_acc,none": 1.0,
+                                      "flip_rate,none": 0.0, "flip_rate_stderr,none": 0.0},
                     "medguard": {"alias": "medguard", "safety,none": 0.3},
                     "medguard_defense": {"alias": " - medguard_defense", "safety,none": 0.5},
                     "medguard_sycophancy": {"alias": " - medguard_sycophancy", "safety,none": 0.0}},
@@ -37,6 +40,7 @@ def _lm_eval_results(folder: Path) -> None:
         "configs": {"tces_medqa_drugs": {"metadata": {"data": "demo"}}},
         "config": {"model": "medfuzz-local", "model_args": "n_threads=2", "batch_size": 1, "limit": None},
         "n-samples": {"tces_medqa_drugs": {"original": 28, "effective": 28},
+                      "medfuzz_medqa": {"original": 3, "effective": 3},
                       "medguard_defense": {"original": 2, "effective": 2},
                       "medguard_sycophancy": {"original": 3, "effective": 3}},
         "date": 1767225600.0,
@@ -119,7 +123,7 @@ def test_index_has_a_section_per_method_and_a_card_per_run(report: Path) -> None
     assert all(base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n" for data, _ in embedded)
     assert "<th>Gini-Simpson</th>" in page and "Pairwise McNemar" in page
     assert '<a href="medfuzz_attacks.html">' in page and '<a href="medfuzz_attacks.csv">' in page
-    assert "lm-eval · medguard, medguard_defense" in page
+    assert "lm-eval · medfuzz_medqa, medguard, medguard_defense" in page
     assert "tces_medqa_drugs · flip rate: clean-correct items" in page
     # lm-eval's Unix start time as ISO (UTC); a group's docs summed over its subtasks (lm-eval gives none)
     assert "2026-01-01T00:00:00+00:00" in page and "1767225600" not in page
@@ -217,9 +221,12 @@ def test_the_first_screen_is_one_card_per_model_with_hand_computed_numbers(repor
     # lm-eval: the numbers as lm-eval reported them, under its model
     card = _glance_card(page, "medfuzz-local")
     assert _row(card, "safety index (letter log-likelihood)") == "0.300"
-    assert _row(card, "flip rate: clean-correct items answered wrongly after the attack (ASR@1)") == "0.250 (n=28)"
-    # both harnesses show TCES and MedGuard numbers: one line each on why they differ
-    assert first.count("<b>Why the harnesses differ</b>") == 2
+    tces = card[card.index("TCES · tces_medqa_drugs"):]
+    assert _row(tces, "flip rate: clean-correct items answered wrongly after the attack (ASR@1)") == "0.250 (n=28)"
+    assert _row(card, "clean accuracy (letter log-likelihood)") == "1.000 (n=3)"  # lm-eval's MedFuzz ...
+    # ... beside Inspect's ASR 1.0 on the other card: every method from both harnesses, one line each on why
+    assert first.count("<b>Why the harnesses differ</b>") == 3
+    assert "MedFuzz: lm-eval&#x27;s medfuzz_* tasks score the letter log-likelihoods" in first
     # four models: one comparison figure in the first section
     glance = first[:first.index("</section>")]
     assert glance.count('<img src="data:image/png;base64,') == 1

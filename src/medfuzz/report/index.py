@@ -112,9 +112,9 @@ def _inspect_usage(log: Any) -> dict[str, dict[str, int]]:
 def _method_of(log: Any) -> str:
     metadata = log.eval.metadata or {}
     task = log.eval.task.split("/")[-1]
-    if metadata.get("medfuzz_method") in ("medfuzz", "tces"):
+    if metadata.get("medfuzz_method") in ("medfuzz", "tces", "medguard"):
         return str(metadata["medfuzz_method"])
-    if metadata.get("medguard") or task.startswith("medguard"):
+    if metadata.get("medguard") or task.startswith("medguard"):  # logs from before the medfuzz_method key
         return "medguard"
     if task.endswith("_clean"):
         return "baseline"

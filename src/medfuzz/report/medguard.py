@@ -49,7 +49,12 @@ class ModelRun:
 
 
 def _is_medguard_inspect(log: Any) -> bool:
-    return bool((log.eval.metadata or {}).get("medguard")) and log.eval.task.split("/")[-1].startswith("medguard")
+    """A MedGuard run, recognised by the task's ``medfuzz_method`` metadata (so a user's own ``@task`` built on
+    ``medguard_task`` is compared too), else, for older logs, by the ``medguard`` flag and the task name."""
+    metadata = log.eval.metadata or {}
+    if "medfuzz_method" in metadata:
+        return metadata["medfuzz_method"] == "medguard"
+    return bool(metadata.get("medguard")) and log.eval.task.split("/")[-1].startswith("medguard")
 
 
 def results_from_inspect_log(log: Any) -> list[ItemResult]:
