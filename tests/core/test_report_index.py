@@ -369,3 +369,25 @@ def test_parameters_read_as_words_and_paths_as_file_names() -> None:
     assert _flat({"medfuzz": {"turns": 3, "pack": {"name": "x"}}, "seed": 0}) == [
         ("medfuzz.turns", 3), ("medfuzz.pack.name", "x"), ("seed", 0)]
     assert _fmt({"data": "demo", "split": None}) == "data: demo; split: –"
+
+
+def test_a_medguard_log_from_before_the_prefix_reads_as_today(logs: Path, tmp_path: Path) -> None:
+    """Users have logs whose MedGuard keys are unprefixed (``overall``, ``defense_se``): the run card shows them
+    under today's keys, paired with their SEs and labelled."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from medfuzz.report.index import inspect_card
+
+    log = read_eval_log(str(next(p for p in logs.glob("*.eval") if "medguard" in p.name)))
+    score = log.results.scores[0]
+    today = {k: m.value for k, m in score.metrics.items()}
+    score.metrics = {k.removeprefix("medguard_") if k not in ("medguard_llm_errors", "medguard_llm_error_rate")
+                     else k: m.model_copy(update={"name": k.removeprefix("medguard_")})
+                     for k, m in score.metrics.items()}
+    assert "overall" in score.metrics and "medguard_overall" not in score.metrics
+    old = tmp_path / "old.eval"
+    write_eval_log(log, str(old))
+    card = inspect_card(old)
+    assert card.metrics["medguard_overall"] == (today["medguard_overall"], today["medguard_overall_se"])
+    assert card.metrics["medguard_defense_chance"] == today["medguard_defense_chance"]
+    assert "overall" not in card.metrics and card.metrics["medguard_llm_errors"] == today["medguard_llm_errors"]
