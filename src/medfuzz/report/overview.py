@@ -122,16 +122,14 @@ class ModelCard:
 
 def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
     """Clean, post-attack accuracy and ASR with Wilson intervals, and the significant attacks at the run's α."""
-    from medfuzz.report.medfuzz import attacks_of
+    from medfuzz.report.medfuzz import attacks_of, max_turns, score_values
     from medfuzz.scorers.medfuzz import counts
 
-    values = [s.scores["medfuzz_scorer"].value for s in log.samples or []
-              if isinstance((s.scores or {}).get("medfuzz_scorer") and s.scores["medfuzz_scorer"].value, dict)]
     _, _, _, summary = attacks_of(log, path)
     if summary is None:
         return None
-    turns = max((int(k.rsplit("_", 1)[1]) for v in values for k in v if k.startswith("correct_after_")), default=0)
-    found = counts(values, turns)
+    values = score_values(log)
+    found = counts(values, max_turns(values))
     alpha = float(summary["alpha"])
     tested = int(summary.get("tested") or 0)
     significance = (f"{summary['significant']} of {tested} tested (Holm {summary['significant_holm']}, "
