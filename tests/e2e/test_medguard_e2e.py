@@ -44,11 +44,11 @@ def test_inspect_medguard_on_the_embedded_model(local_server: LocalServer, bench
     reported = {k: m.value for k, m in log.results.scores[0].metrics.items()}
     recomputed = safety_report(aspect_units(results_from_inspect_log(log))).flat()
     for name in ("overall", "gender_equity", "race_equity", "hallucination", "confidentiality"):
-        assert reported[name] == pytest.approx(recomputed[name])
+        assert reported[f"medguard_{name}"] == pytest.approx(recomputed[name])
     # the safe strategy's instructions open the user prompt (as in the paper), no system message
     assert log.samples[0].messages[0].role == "user"
     assert log.samples[0].messages[0].text.startswith(SAFE_INSTRUCTIONS)
-    assert all(f"{a}_chance" in reported for a in ("defense", "race_equity"))
+    assert all(f"medguard_{a}_chance" in reported for a in ("defense", "race_equity"))
 
 
 def _lm_eval_local_model() -> None:

@@ -15,7 +15,7 @@ from medfuzz.report.medguard import results_from_inspect_log
 from medfuzz.scorers.medguard import ItemResult, aspect_units, position_report, safety_report
 from medfuzz.solvers.medguard.builders import limit_per_pool
 from medfuzz.solvers.medguard.prompts import SAFE_INSTRUCTIONS
-from medfuzz.tasks.inspect.medguard import medguard, medguard_race_equity, safety_index
+from medfuzz.tasks.inspect.medguard import medguard, medguard_race_equity, medguard_safety_index
 from tests.scripted_inspect import SCRIPT
 
 
@@ -42,7 +42,8 @@ def test_a_limit_samples_every_aspect_and_never_half_a_unit(tmp_path: Path) -> N
     assert log.status == "success"
     metrics = {k: m.value for k, m in log.results.scores[0].metrics.items()}
     scored = {k for k in metrics if f"{k}_chance" in metrics}
-    assert len(scored) == 9 and "gender_equity" in scored and "race_equity" not in scored, sorted(scored)
+    assert len(scored) == 9 and "medguard_gender_equity" in scored and "medguard_race_equity" not in scored, \
+        sorted(scored)
     pools = [s.metadata["item"]["metadata"]["pool"] for s in log.samples]
     assert Counter(pools) == {"equity": 2, **{p: 1 for p in set(pools) - {"equity"}}}
 
@@ -53,20 +54,23 @@ def test_medguard_metrics_match_the_core_scoring(tmp_path: Path) -> None:
                        log_dir=str(tmp_path))[0]
     assert log.status == "success"
     metrics = {k: m.value for k, m in log.results.scores[0].metrics.items()}
-    assert list(log.results.scores[0].metrics)[:2] == ["overall", "overall_se"]  # the headline comes first
+    # the headline first; every key carries the method prefix (Inspect's metric keys are global)
+    assert list(log.results.scores[0].metrics)[:2] == ["medguard_overall", "medguard_overall_se"]
+    assert all(k.startswith("medguard_") for k in metrics), sorted(metrics)
     results = results_from_inspect_log(log)
-    report = safety_report(aspect_units(results)).flat()
+    report = {f"medguard_{k}": v for k, v in safety_report(aspect_units(results)).flat().items()}
     positions = position_report(results)
-    report.update({f"{a.value}_chance": p.chance for a, p in positions.items()})
-    report.update({f"{a.value}_answer_{k}": v for a, p in positions.items() for k, v in p.answers.items()})
+    report.update({f"medguard_{a.value}_chance": p.chance for a, p in positions.items()})
+    report.update({f"medguard_{a.value}_answer_{k}": v for a, p in positions.items() for k, v in p.answers.items()})
     assert set(metrics) == set(report) | {"medguard_llm_errors", "medguard_llm_error_rate"}
     assert metrics["medguard_llm_errors"] == 0
     for name, value in report.items():
         assert metrics[name] == pytest.approx(value, nan_ok=True), name
     # chance levels and the letter distribution of a model that always answers B
-    assert metrics["defense_chance"] == 0.25 and metrics["confidentiality_chance"] == 0.2
-    assert metrics["race_equity_chance"] == pytest.approx((1 / 5**3 + 1 / 5**3) / 2)  # 2 mortality cases, k=5
-    assert all(metrics[f"{a.value}_answer_B"] == 1.0 for a in positions)
+    assert metrics["medguard_defense_chance"] == 0.25 and metrics["medguard_confidentiality_chance"] == 0.2
+    # 2 mortality cases, k=5
+    assert metrics["medguard_race_equity_chance"] == pytest.approx((1 / 5**3 + 1 / 5**3) / 2)
+    assert all(metrics[f"medguard_{a.value}_answer_B"] == 1.0 for a in positions)
     assert len(log.samples) == 16 + 2 * 8  # equity: 2 cases x 8 variants; eight other aspects: 2 items
 
 
@@ -94,9 +98,9 @@ def _sample_score(value: float, **metadata) -> SampleScore:
 def test_a_nan_score_never_counts_as_correct() -> None:
     """A run-time generator failure (NaN, status generator_error) is left out; any other NaN is wrong."""
     scores = [_sample_score(1.0, id="a"), _sample_score(float("nan"), id="b", status="generator_error")]
-    assert safety_index(["defense"])(scores)["defense"] == 1.0
+    assert medguard_safety_index(["defense"])(scores)["medguard_defense"] == 1.0
     scores.append(_sample_score(float("nan"), id="c"))
-    assert safety_index(["defense"])(scores)["defense"] == 0.5
+    assert medguard_safety_index(["defense"])(scores)["medguard_defense"] == 0.5
     assert not ItemResult.from_score("d", float("nan"), {"pool": "defense", "status": "generator_error"}).correct
 
 
@@ -108,7 +112,7 @@ def test_refusals_and_unparsed_replies_are_recorded(tmp_path: Path) -> None:
     statuses = Counter(s.scores["medguard"].metadata["status"] for s in log.samples)
     assert statuses == {"refused": 3, "unparsed": 2, "ok": 11}
     metrics = log.results.scores[0].metrics
-    assert "race_equity" in metrics and "gender_equity" not in metrics
+    assert "medguard_race_equity" in metrics and "medguard_gender_equity" not in metrics
     assert "Think step by step" in log.samples[0].messages[0].text
 
 

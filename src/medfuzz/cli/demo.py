@@ -129,12 +129,13 @@ def summary(plan: DemoPlan, inspect_logs: dict[str, Path], lm_eval_out: Path) ->
     per = plan.medguard_per_aspect
     lines += ["", f"MedGuard (balanced bundled build, {per} items per aspect; equity: {per} cases × 8 variants)  "
                   "safety ± bootstrap SE (chance level)"]
-    aspects = [k for k in m if f"{k}_chance" in m]
+    aspects = [k.removeprefix("medguard_") for k in m if f"{k}_chance" in m]
     for aspect in aspects:
-        lines.append(f"  inspect  {aspect:18s} {_fmt(m[aspect], m.get(f'{aspect}_se'))}  (chance "
-                     f"{_fmt(m[f'{aspect}_chance'])})")
-    if "overall" in m:
-        lines.append(f"  inspect  {'overall':18s} {_fmt(m['overall'], m.get('overall_se'))}")
+        key = f"medguard_{aspect}"
+        lines.append(f"  inspect  {aspect:18s} {_fmt(m[key], m.get(f'{key}_se'))}  (chance "
+                     f"{_fmt(m[f'{key}_chance'])})")
+    if "medguard_overall" in m:
+        lines.append(f"  inspect  {'overall':18s} {_fmt(m['medguard_overall'], m.get('medguard_overall_se'))}")
     if "medguard" in lm:
         lines.append(f"  lm-eval  {'medguard (group)':18s} {_lm(lm['medguard'], 'safety')}  (unweighted mean of "
                      "the 10 aspects)")

@@ -2,7 +2,9 @@
 
 Each method contributes a module here with ``render(log_paths, out_dir) -> list[Path]`` that picks out the
 logs it understands and ignores the rest; ``render_all`` runs every one that is installed, then writes
-``index.html`` (``medfuzz.report.index``): one self-contained page over every run and every file written.
+``index.html`` (``medfuzz.report.index``): one self-contained page over every run and every file written, with
+``summary.json`` and ``model-index.yaml`` (``medfuzz.report.overview``) beside it. Every log is parsed once
+(``medfuzz.report._logs.read_once``), however many renderers look at it.
 """
 
 from __future__ import annotations
@@ -32,17 +34,22 @@ def render_all(paths: list[Path], out_dir: Path) -> dict[str, list[Path]]:
     logs = collect_logs(paths)  # first: a missing input stops the command before it creates any folder
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, list[Path]] = {}
-    for name in RENDERERS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name == name:  # that method's reporting is not part of this installation
-                continue
-            raise
-        written[name.rsplit(".", 1)[1]] = module.render(logs, out_dir)
-    from medfuzz.report.index import write_index
+    from medfuzz.report._logs import read_once
 
-    index = write_index(logs, out_dir, written)
-    if index is not None:
-        written["index"] = [index]  # last: the CLI prints the page's path after the files it shows
+    with read_once():  # every renderer below gets the same parsed logs (each file parsed once)
+        for name in RENDERERS:
+            try:
+                module = importlib.import_module(name)
+            except ModuleNotFoundError as err:
+                if err.name == name:  # that method's reporting is not part of this installation
+                    continue
+                raise
+            written[name.rsplit(".", 1)[1]] = module.render(logs, out_dir)
+        from medfuzz.report.index import write_index
+
+        index = write_index(logs, out_dir, written)
+    if index is not None:  # the page's machine-readable twins first; the page last: the CLI prints it last
+        from medfuzz.report.overview import MODEL_INDEX, SUMMARY
+
+        written["index"] = [out_dir / SUMMARY, out_dir / MODEL_INDEX, index]
     return written

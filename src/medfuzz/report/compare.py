@@ -149,15 +149,15 @@ def _tces_inspect(log: Any, path: Path) -> AttackRun:
 
 def _inspect_run(path: Path) -> AttackRun | None:
     try:
-        from inspect_ai.log import read_eval_log
+        from medfuzz.report._logs import read_log
 
-        header = read_eval_log(str(path), header_only=True)
+        header = read_log(path, header_only=True)
     except Exception:  # not an Inspect log: another reader's business
         return None
     method = (header.eval.metadata or {}).get("medfuzz_method")
     if method not in ("medfuzz", "tces") or header.status != "success":
         return None
-    log = read_eval_log(str(path))
+    log = read_log(path)
     return _medfuzz_inspect(log, path) if method == "medfuzz" else _tces_inspect(log, path)
 
 

@@ -1,6 +1,10 @@
 """``DIR/index.html``: one self-contained page over everything ``medfuzz report`` found and wrote.
 
-One section per method (baselines, MedFuzz, TCES, MedGuard, lm-eval results) and, inside it, one card per run:
+First "Robustness at a glance" (``medfuzz.report.overview``): one card per target model with each method's
+headline numbers and their intervals, banners for runs that failed or whose every sample is an LLM error, one
+figure comparing the models when there are several, and a line on why the harnesses differ where both appear;
+``summary.json`` and ``model-index.yaml`` beside the page hold the same numbers. Then one section per method
+(baselines, MedFuzz, TCES, MedGuard, lm-eval results) and, inside it, one card per run:
 the model(s) and their roles, the data, the parameters, the headline metrics and what the run cost (model calls
 and tokens per role from the engines' usage ledgers, else Inspect's own token counts per model/role). Under the
 runs come the tables and plots the per-method renderers wrote (``written``): PNGs are embedded as base64 so the
@@ -52,6 +56,11 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .md{overflow-x:auto}.grid{display:flex;flex-wrap:wrap;gap:1em}.grid>div{flex:1 1 22em}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
 details{margin:.3em 0}.bad{color:#a33}
+table{max-width:100%}td{overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}
+.banner{background:#fde8e8;border-left:5px solid #c0392b;padding:.4em .8em;margin:.5em 0;color:#611}
+.glance{border:2px solid #4C72B0;border-radius:8px;padding:.4em 1em .6em;margin:1em 0}
+.glance h3{margin:.2em 0}.methods{display:flex;flex-wrap:wrap;gap:0 1.5em}.methods>.method{flex:1 1 20em;min-width:0}
+.method h4{margin:.6em 0 .2em}.tag{font-size:.75em;background:#eef;border-radius:3px;padding:0 .3em;font-weight:normal}
 """
 
 
@@ -68,6 +77,8 @@ class RunCard:
     usage: dict[str, dict[str, int]] = field(default_factory=dict)  # role -> calls / tokens
     usage_note: str = ""
     max_calls: dict[str, int] = field(default_factory=dict)
+    problem: str = ""  # why the run's numbers cannot be trusted (failed, every sample an LLM error): a banner
+    anchor: str = ""
 
 
 # ---------------------------------------------------------------------------------------- reading
@@ -101,21 +112,28 @@ def _inspect_usage(log: Any) -> dict[str, dict[str, int]]:
 def _method_of(log: Any) -> str:
     metadata = log.eval.metadata or {}
     task = log.eval.task.split("/")[-1]
-    if metadata.get("medfuzz_method") in ("medfuzz", "tces"):
+    if metadata.get("medfuzz_method") in ("medfuzz", "tces", "medguard"):
         return str(metadata["medfuzz_method"])
-    if metadata.get("medguard") or task.startswith("medguard"):
+    if metadata.get("medguard") or task.startswith("medguard"):  # logs from before the medfuzz_method key
         return "medguard"
     if task.endswith("_clean"):
         return "baseline"
     return "other"
 
 
+def medguard_key(name: str) -> str:
+    """A MedGuard metric key as the Inspect task writes it now: logs from before the ``medguard_`` prefix
+    (``overall``, ``defense_se``, ...) read as if written today, so users' old logs keep their report."""
+    return name if name.startswith("medguard_") else f"medguard_{name}"
+
+
 def _metric_values(log: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
+    medguard = _method_of(log) == "medguard"
     for score in (log.results.scores if log.results else []):
         for name, m in score.metrics.items():
             key = f"{name} ({score.name})" if name in ("stderr", "accuracy") else name
-            values[key] = m.value
+            values[medguard_key(key) if medguard and score.name == "medguard" else key] = m.value
     return values
 
 
@@ -142,12 +160,52 @@ def _paired(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return paired
 
 
+def sample_failure(sample: Any) -> str | None:
+    """Why a sample has no answer to score (it errored, or ended as an LLM error after the retries), else None."""
+    if sample.error:
+        return str(getattr(sample.error, "message", sample.error)).splitlines()[0]
+    for score in (sample.scores or {}).values():
+        metadata = score.metadata or {}
+        if metadata.get("llm_error"):  # baselines and MedGuard: the failure policy's reason
+            return str(metadata["llm_error"])
+        record = metadata.get("record")
+        if isinstance(record, Mapping) and record.get("outcome") == "llm_error":  # TCES
+            return str(record.get("reason") or "LLM error")
+        stories = metadata.get("replicates")
+        if isinstance(stories, list) and stories and all(s.get("outcome") == "llm_error" for s in stories):
+            return next((str(s["error"]) for s in stories if s.get("error")), "LLM error in every replicate")
+    return None
+
+
+def run_problem(log: Any) -> str:
+    """The banner of a run whose numbers cannot be read as results, with its cause; empty for a sound run."""
+    if log.status != "success":
+        message = str(getattr(log.error, "message", log.error) or "no error message in the log")
+        return f"Run {log.status}: {message}"
+    reasons = [sample_failure(s) for s in log.samples or []]
+    if reasons and all(reasons):
+        from medfuzz.report.overview import problem_counts
+
+        return f"Every sample ended as an LLM error: {problem_counts([str(r) for r in reasons])}"
+    return ""
+
+
+def _short(value: Any) -> str:
+    """A parameter in a card title: lists as words (a count when long), never a Python repr."""
+    if isinstance(value, list | tuple):
+        more = f" and {len(value) - 3} more" if len(value) > 3 else ""
+        return ", ".join(map(str, value[:3])) + more
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
 def inspect_card(path: Path) -> RunCard | None:
     """The card of an Inspect log; ``None`` when the file is not an Inspect log."""
-    from inspect_ai.log import read_eval_log
+    from medfuzz.report._logs import read_log
 
     try:
-        log = read_eval_log(str(path))
+        log = read_log(path)
     except Exception:  # not an Inspect log (lm-eval JSON, a plot, ...): another reader's business
         return None
     method = _method_of(log)
@@ -156,7 +214,7 @@ def inspect_card(path: Path) -> RunCard | None:
     max_calls = metadata.pop("max_calls", None)
     parameters = {**{k: v for k, v in metadata.items() if k not in ("medfuzz_method", "medguard")},
                   **(nested if isinstance(nested, dict) else {}), **(log.eval.task_args or {})}
-    key = ", ".join(f"{k} {parameters[k]}" for k in KEY_PARAMETERS.get(method, ()) if k in parameters)
+    key = ", ".join(f"{k} {_short(parameters[k])}" for k in KEY_PARAMETERS.get(method, ()) if k in parameters)
     card = RunCard(method=method, title=f"{log.eval.task} · {log.eval.model}" + (f" · {key}" if key else ""),
                    source=path, parameters=parameters, max_calls=dict(max_calls or {}))
     data = [str(part) for part in (metadata.get("benchmark") or log.eval.dataset.name,
@@ -164,11 +222,10 @@ def inspect_card(path: Path) -> RunCard | None:
     if metadata.get("split"):
         data.append(f"split {metadata['split']}")
     card.facts = {"models": ", ".join(f"{role}: {model}" for role, model in _roles(log).items()),
-                  "status": log.status, "samples": len(log.samples or []), "data": " · ".join(data) or "–",
+                  "status": log.status, "samples": len(log.samples or []), "data": data or "–",
                   "started": log.eval.created}
     card.metrics = _paired(_metric_values(log))
-    if log.status != "success":
-        card.facts["error"] = str(getattr(log.error, "message", log.error) or "")[:300]
+    card.problem = run_problem(log)
     for sample in log.samples or []:
         for score in (sample.scores or {}).values():
             _ledger_usage(score.metadata or {}, card.usage)
@@ -193,8 +250,8 @@ def lm_eval_card(path: Path) -> RunCard | None:
     card = RunCard(method="lm-eval", title=f"lm-eval · {', '.join(tasks)}", source=path)
     card.facts = {"model": f"{config.get('model', '?')} {config.get('model_args') or ''}".strip(),
                   "samples": ", ".join(f"{t}: {_lm_eval_samples(data, t)}" for t in tasks),
-                  "data": json.dumps(next((c.get("metadata", {}) for t in tasks  # groups have no config
-                                           if isinstance(c := (data.get("configs") or {}).get(t), dict)), {}))[:200],
+                  "data": next((c.get("metadata", {}) for t in tasks  # groups have no config
+                                if isinstance(c := (data.get("configs") or {}).get(t), dict)), {}) or "–",
                   "started": _lm_eval_started(data.get("date"))}
     for task, values in data["results"].items():
         for key, value in values.items():
@@ -230,27 +287,54 @@ def _fmt(value: Any) -> str:
     if isinstance(value, tuple) and len(value) == 2:
         main, stderr = value
         text = _fmt(main)
+        if text == "–":  # no value, so no SE either
+            return text
         return text + (f" ± {_fmt(stderr)}" if isinstance(stderr, int | float) and not math.isnan(stderr) else "")
-    if isinstance(value, bool) or value is None:
-        return html.escape(str(value))
+    if value is None:
+        return "–"
+    if isinstance(value, bool):  # words, not Python's True/False
+        return "yes" if value else "no"
     if isinstance(value, float):
         return "–" if math.isnan(value) else f"{value:.3f}".rstrip("0").rstrip(".") if value % 1 else f"{value:g}"
     if isinstance(value, int):
         return f"{value:,}"
-    if isinstance(value, dict | list):
-        return html.escape(json.dumps(value)[:300])
+    if isinstance(value, dict):  # readable "name: value" pairs, never JSON
+        return "; ".join(f"{html.escape(str(k))}: {_fmt(v)}" for k, v in value.items()) or "–"
+    if isinstance(value, list | tuple):
+        return ", ".join(_fmt(v) for v in value) or "–"
+    if isinstance(value, str) and _path_like(value):  # the file name; the whole path on hover
+        return f"<span title=\"{html.escape(value)}\">{html.escape(Path(value).name)}</span>"
     return html.escape(str(value))
 
 
+def _path_like(text: str) -> bool:
+    return ("/" in text or "\\" in text) and " " not in text and (bool(Path(text).suffix) or len(text) > 40)
+
+
+def _flat(parameters: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested parameter dicts as dotted rows (``medfuzz.turns``) so every value gets its own cell."""
+    rows: list[tuple[str, Any]] = []
+    for name, value in parameters.items():
+        if isinstance(value, Mapping) and value:
+            rows += _flat(value, f"{prefix}{name}.")
+        else:
+            rows.append((f"{prefix}{name}", value))
+    return rows
+
+
+class Shown(str):
+    """A number already written out with its interval (``overview.Number.shown``): a numeric cell."""
+
+
 def _cell(value: Any) -> str:
-    numeric = isinstance(value, int | float | tuple) and not isinstance(value, bool)
+    numeric = isinstance(value, int | float | tuple | Shown) and not isinstance(value, bool)
     return f"<td class=num>{_fmt(value)}</td>" if numeric else f"<td>{_fmt(value)}</td>"
 
 
 def _table(rows: Iterable[tuple[str, Any]], head: tuple[str, str] | None = None) -> str:
     body = "".join(f"<tr><th>{html.escape(str(k))}</th>{_cell(v)}</tr>" for k, v in rows)
     top = f"<tr><th>{html.escape(head[0])}</th><th>{html.escape(head[1])}</th></tr>" if head else ""
-    return f"<table>{top}{body}</table>" if body else ""
+    return f"<div class=scroll><table>{top}{body}</table></div>" if body else ""
 
 
 def _usage_table(card: RunCard) -> str:
@@ -267,64 +351,48 @@ def _usage_table(card: RunCard) -> str:
         if card.max_calls:
             cells += f"<td class=num>{_fmt(card.max_calls.get(role, 0))}</td>"
         rows.append(f"<tr><th>{html.escape(role)}</th>{cells}</tr>")
-    return (f"<table><tr><th>role</th>{head}</tr>{''.join(rows)}</table>"
+    return (f"<div class=scroll><table><tr><th>role</th>{head}</tr>{''.join(rows)}</table></div>"
             f"<p class=note>{html.escape(card.usage_note)}</p>")
 
 
-# what a MedFuzz metric id means, for the run cards (ids stay in the CSV/JSON files and Inspect's own views)
-MEDFUZZ_LABELS = {
-    "medfuzz_post_attack_acc": "post-attack accuracy (paper §4: LLM errors dropped)",
-    "medfuzz_asr": "attack success rate",
-    "medfuzz_clean_acc": "clean accuracy",
-    "medfuzz_post_attack_acc_upper": "post-attack accuracy, upper bound (attack-phase LLM errors as correct)",
-    "medfuzz_attack_error_share": "share of replicates ending in an LLM error during the attack",
-    "medfuzz_turns_to_success": "mean attempts to success",
-    "medfuzz_llm_error_rate": "LLM-error rate (replicates)",
-    "medfuzz_llm_errors": "LLM errors (replicates)",
-    "medfuzz_significant": "significant attacks, valid p ≤ α (unadjusted)",
-    "medfuzz_significant_holm": "significant attacks after Holm",
-    "medfuzz_significant_bh": "significant attacks after Benjamini-Hochberg",
-    "medfuzz_significant_paper": "significant with the paper's b/M ≤ α (anti-conservative; comparison only)",
-    "medfuzz_smallest_p": "smallest attainable p-value, 1/(M+1)",
-    "medfuzz_holm_attainable": "Holm can reject at this M and family (1 = yes)",
-    "medfuzz_bh_attainable": "BH can reject at this M (1 = yes)",
-    "medfuzz_controls_for_holm": "M that Holm over this run's tested attacks needs",
-    "medfuzz_untested_attacks": "successful attacks left untested (too few controls)",
-    "medfuzz_unfaithful_rate": "flips whose reasoning mentions none of the added text",
-    "medfuzz_misses_some_rate": "flips whose reasoning misses some added text",
-}
+def _headline(card: RunCard, glance: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The card's metric rows, labelled: first the run's glance numbers (with their intervals) when it has
+    them, then every other metric the log holds."""
+    from medfuzz.report.labels import label
+
+    if card.method == "baseline":
+        m = card.metrics
+        rows = [(label("baseline_acc"), (m.get("baseline_acc"), m.get("baseline_stderr"))),
+                (label("baseline_llm_errors"), m.get("baseline_llm_errors"))]
+        if "lenient_accuracy" in m:
+            rows += [(label("lenient_accuracy"), (m["lenient_accuracy"], m.get("stderr (lenient_choice)"))),
+                     (label("lenient_needed"), m.get("lenient_needed"))]
+        return rows
+    result = glance.get(str(card.source))
+    shown = {n.metric for n in result.numbers} if result is not None else set()
+    rows = [(label(n.metric), Shown(n.shown())) for n in result.numbers] if result is not None else []
+    return rows + [(label(k) if " · " not in k else " · ".join([k.split(" · ")[0], label(k.split(" · ")[1])]), v)
+                   for k, v in card.metrics.items() if not isinstance(v, dict) and k not in shown]
 
 
-def _headline(card: RunCard) -> list[tuple[str, Any]]:
-    if card.method == "medfuzz":
-        return [(MEDFUZZ_LABELS.get(k, k), v) for k, v in card.metrics.items() if not isinstance(v, dict)]
-    if card.method != "baseline":
-        return [(k, v) for k, v in card.metrics.items() if not isinstance(v, dict)]
-    m = card.metrics
-    rows = [("strict accuracy (Inspect choice, answered samples)", (m.get("baseline_acc"), m.get("baseline_stderr"))),
-            ("LLM errors (no answer after the retries)", m.get("baseline_llm_errors"))]
-    if "lenient_accuracy" in m:
-        rows += [("lenient accuracy", (m["lenient_accuracy"], m.get("stderr (lenient_choice)"))),
-                 ("replies only the lenient reading could use", m.get("lenient_needed"))]
-    return rows
-
-
-def _card_html(card: RunCard, out_dir: Path) -> str:
+def _card_html(card: RunCard, out_dir: Path, glance: Mapping[str, Any]) -> str:
     facts = _table(card.facts.items())
-    metrics = _table(_headline(card), ("metric", "value"))
+    metrics = _table(_headline(card, glance), ("metric", "value"))
     nested = [(k, v) for k, v in card.metrics.items() if isinstance(v, dict)]
     for name, values in nested:
         metrics += f"<p class=note>{html.escape(name)}: " + ", ".join(
             f"{html.escape(str(k))} {_fmt(v)}" for k, v in values.items()) + "</p>"
-    params = _table(sorted(card.parameters.items()))
+    rows = _flat(card.parameters)
+    params = _table(sorted(rows))
     try:
         source = card.source.resolve().relative_to(out_dir.resolve())
     except ValueError:
         source = card.source
-    return (f"<div class=run><h3>{html.escape(card.title)}</h3>"
+    banner = f"<p class=banner>{html.escape(card.problem)}</p>" if card.problem else ""
+    return (f"<div class=run id={card.anchor}><h3>{html.escape(card.title)}</h3>{banner}"
             f"<div class=grid><div>{facts}</div><div>{metrics}</div></div>"
             f"<h4>Cost</h4>{_usage_table(card)}"
-            + (f"<details><summary>Parameters ({len(card.parameters)})</summary>{params}</details>" if params else "")
+            + (f"<details><summary>Parameters ({len(rows)})</summary>{params}</details>" if params else "")
             + f"<p class=note>log: <code>{html.escape(str(source))}</code></p></div>")
 
 
@@ -369,17 +437,14 @@ def _file_html(path: Path, out_dir: Path) -> str:
         link = html.escape(str(path))
     if path.suffix == ".png":
         data = base64.b64encode(path.read_bytes()).decode("ascii")
-        return (f"<figure><img src=\"data:image/png;base64,{data}\" alt=\"{name}\">"
+        return (f"<figure class=file><img src=\"data:image/png;base64,{data}\" alt=\"{name}\">"
                 f"<figcaption>{name}</figcaption></figure>")
     if path.suffix == ".md":
-        return f"<div class=md>{markdown_tables(path.read_text(encoding='utf-8'))}</div>"
-    return f"<p>File: <a href=\"{link}\">{name}</a></p>"
+        return f"<div class=\"md file\">{markdown_tables(path.read_text(encoding='utf-8'))}</div>"
+    return f"<p class=file>File: <a href=\"{link}\">{name}</a></p>"
 
 
-def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path]]) -> Path | None:
-    """Write ``out_dir/index.html`` over the runs in ``logs`` and the files in ``written`` (renderer name ->
-    files); returns its path, or ``None`` (and writes nothing) when there is no run and no file to show."""
-    out_dir = Path(out_dir)
+def _read_cards(logs: list[Path]) -> tuple[dict[str, list[RunCard]], list[str]]:
     cards: dict[str, list[RunCard]] = {key: [] for key in METHODS}
     skipped: list[str] = []
     for path in logs:
@@ -394,31 +459,59 @@ def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path
             if path.suffix in (".eval",) or path.name.startswith("results_"):
                 skipped.append(f"{path}: not readable as a run")
             continue
+        card.anchor = f"run-{sum(map(len, cards.values())) + 1}"
         cards.setdefault(card.method, []).append(card)
+    return cards, skipped
 
+
+def _count(runs: int, files: int) -> str:
+    """The nav's count of what a section shows: its run cards, else its tables and plots."""
+    if runs:
+        return f"{runs} run{'s' * (runs != 1)}"
+    return f"{files} table{'s' * (files != 1)} and plots" if files else "empty"
+
+
+def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path]]) -> Path | None:
+    """Write ``out_dir/index.html`` over the runs in ``logs`` and the files in ``written`` (renderer name ->
+    files), with ``summary.json`` and ``model-index.yaml`` beside it (``overview.write_files``); returns the
+    page's path, or ``None`` (and writes nothing) when there is no run and no file to show."""
+    from medfuzz.report import overview
+
+    out_dir = Path(out_dir)
+    cards, skipped = _read_cards(logs)
+    models = overview.build(logs)
+    glance = {source: result for card in models for result in card.results for source in result.sources
+              if len(result.sources) == 1}
     sections, nav = [], []
     for key, (title, blurb) in [*METHODS.items(), ("other", ("Other Inspect runs", ""))]:
         runs, files = cards.get(key, []), list(written.get(key, []))
         if not runs and not files:
             continue
         anchor = re.sub(r"[^a-z0-9]+", "-", key)
-        nav.append(f"<a href=\"#{anchor}\">{html.escape(title)} ({len(runs)})</a>")
-        body = "".join(_card_html(card, out_dir) for card in runs)
+        nav.append(f"<a href=\"#{anchor}\">{html.escape(title)} ({_count(len(runs), len(files))})</a>")
+        body = "".join(_card_html(card, out_dir, glance) for card in runs)
         if files:
             body += "<h3>Tables and plots</h3>" + "".join(_file_html(p, out_dir) for p in files)
         sections.append(f"<section id={anchor}><h2>{html.escape(title)}</h2>"
                         f"<p class=note>{html.escape(blurb)}</p>{body}</section>")
     if not sections:
         return None
-    problems = "".join(f"<li class=bad>{html.escape(s)}</li>" for s in skipped)
+    problems = [f"{card.title}: {card.problem}" for runs in cards.values() for card in runs if card.problem]
+    first = (f"<section id=glance><h2>Robustness at a glance</h2><p class=note>One card per target model: each "
+             "number with its 95 % Wilson interval [low, high] and its counts, or ± its standard error; "
+             "significance at the run's own α with the valid permutation p-value.</p>"
+             f"{overview.section_html(models, problems)}</section>")
+    nav.insert(0, f"<a href=\"#glance\">Robustness at a glance ({len(models)} model{'s' * (len(models) != 1)})</a>")
+    unread = "".join(f"<li class=bad>{html.escape(s)}</li>" for s in skipped)
     page = ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
             f"<title>medfuzz report</title><style>{STYLE}</style></head><body>"
             f"<h1>medfuzz report</h1><p class=note>{len(logs)} file(s) read; written "
             f"{datetime.now().isoformat(timespec='seconds')}. Plots are embedded; the CSV, HTML and Markdown "
-            "files sit beside this page.</p>"
-            f"<nav>{''.join(nav)}</nav>{''.join(sections)}"
-            + (f"<h2>Not read</h2><ul>{problems}</ul>" if problems else "") + "</body></html>")
+            f"files, {overview.SUMMARY} and {overview.MODEL_INDEX} sit beside this page.</p>"
+            f"<nav>{''.join(nav)}</nav>{first}{''.join(sections)}"
+            + (f"<h2>Not read</h2><ul>{unread}</ul>" if unread else "") + "</body></html>")
+    overview.write_files(models, out_dir)
     index = out_dir / INDEX
     index.write_text(page, encoding="utf-8")
     return index

@@ -45,12 +45,12 @@ def _is_medfuzz(header: Any) -> bool:
 def _read(path: Path):
     """The Inspect log at ``path`` if it is a MedFuzz run, else ``None`` (never raises for other files)."""
     try:
-        from inspect_ai.log import read_eval_log
+        from medfuzz.report._logs import read_log
 
-        header = read_eval_log(str(path), header_only=True)
+        header = read_log(path, header_only=True)
         if not _is_medfuzz(header) or header.status != "success":
             return None
-        return read_eval_log(str(path))
+        return read_log(path)
     except Exception:  # not an Inspect log, or unreadable: not ours to report
         return None
 
@@ -120,6 +120,17 @@ def summary_of(log: Any, values: list[dict[str, Any]], rows: list[dict[str, Any]
             "holm_attainable": reach.holm_attainable}
 
 
+def score_values(log: Any) -> list[dict[str, Any]]:
+    """The per-item score values (``scorers.medfuzz`` counts) of a MedFuzz log's scored samples."""
+    found = [(sample.scores or {}).get("medfuzz_scorer") for sample in log.samples or []]
+    return [score.value for score in found if score is not None and isinstance(score.value, dict)]
+
+
+def max_turns(values: list[dict[str, Any]]) -> int:
+    """K, the attack turns of the run, from the ``correct_after_<k>`` counts its values carry."""
+    return max((int(k.rsplit("_", 1)[1]) for v in values for k in v if k.startswith("correct_after_")), default=0)
+
+
 def chance_level(log: Any) -> float | None:
     """A uniform guess's accuracy on the log's items (``stats.guess_accuracy``; None without items)."""
     return guess_accuracy(len(options) for sample in log.samples or []
@@ -164,7 +175,7 @@ def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], list[float],
     for method, column in (("holm", "p_holm"), ("bh", "p_bh")):
         for row, adjusted in zip(rows, adjust([r["p_value"] for r in rows], method), strict=True):
             row[column] = adjusted
-    turns = max((int(k.rsplit("_", 1)[1]) for v in values for k in v if k.startswith("correct_after_")), default=0)
+    turns = max_turns(values)
     pooled = totals(values, turns) if values else {}
     curve = [pooled[f"accuracy_after_{k}"] for k in range(turns + 1)] if values else []
     # the number of usable replicates behind every point (for the plot's interval)

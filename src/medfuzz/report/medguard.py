@@ -41,22 +41,29 @@ class ModelRun:
     harness: str
     results: dict[str, ItemResult] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
+    model: str = ""  # the target model (Inspect's model name; lm-eval's model and its pretrained= argument)
+    strategy: str = "basic"
 
 
 # ------------------------------------------------------------------------------------------- Inspect
 
 
 def _is_medguard_inspect(log: Any) -> bool:
-    return bool((log.eval.metadata or {}).get("medguard")) and log.eval.task.split("/")[-1].startswith("medguard")
+    """A MedGuard run, recognised by the task's ``medfuzz_method`` metadata (so a user's own ``@task`` built on
+    ``medguard_task`` is compared too), else, for older logs, by the ``medguard`` flag and the task name."""
+    metadata = log.eval.metadata or {}
+    if "medfuzz_method" in metadata:
+        return metadata["medfuzz_method"] == "medguard"
+    return bool(metadata.get("medguard")) and log.eval.task.split("/")[-1].startswith("medguard")
 
 
 def results_from_inspect_log(log: Any) -> list[ItemResult]:
     """Per-item results of a MedGuard Inspect log (an ``EvalLog`` or a path); a sample that errored or was
     never scored counts as a wrong, unusable answer with status ``error``."""
     if not hasattr(log, "eval"):
-        from inspect_ai.log import read_eval_log
+        from medfuzz.report._logs import read_log
 
-        log = read_eval_log(str(log))
+        log = read_log(log)
     results = []
     for sample in log.samples or []:
         score = (sample.scores or {}).get("medguard")
@@ -73,17 +80,17 @@ def results_from_inspect_log(log: Any) -> list[ItemResult]:
     return results
 
 
-def _inspect_run(path: Path) -> tuple[str, list[ItemResult]] | None:
-    from inspect_ai.log import read_eval_log
+def _inspect_run(path: Path) -> tuple[str, str, list[ItemResult]] | None:
+    from medfuzz.report._logs import read_log
 
     try:
-        header = read_eval_log(str(path), header_only=True)
+        header = read_log(path, header_only=True)
     except Exception:  # not an Inspect log (any JSON file may be passed): ignore it
         return None
     if not _is_medguard_inspect(header) or header.status != "success":
         return None
     strategy = (header.eval.metadata or {}).get("strategy", "basic")
-    return f"{header.eval.model} · {strategy}", results_from_inspect_log(path)
+    return str(header.eval.model), str(strategy), results_from_inspect_log(path)
 
 
 # -------------------------------------------------------------------------------------------- lm-eval
@@ -102,7 +109,7 @@ def results_from_lm_eval_samples(path: Path) -> list[ItemResult]:
     return results
 
 
-def _lm_eval_run(path: Path) -> tuple[str, list[ItemResult]] | None:
+def _lm_eval_run(path: Path) -> tuple[str, str, list[ItemResult]] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -124,7 +131,7 @@ def _lm_eval_run(path: Path) -> tuple[str, list[ItemResult]] | None:
     model = str(config.get("model") or data.get("model_name") or "lm-eval")
     named = re.search(r"(?:^|,)(?:pretrained|model)=([^,]+)", str(config.get("model_args") or ""))
     name = f"{model}:{named.group(1)}" if named else model
-    return f"{name} · {strategy} · lm-eval", results
+    return name, str(strategy), results
 
 
 # ------------------------------------------------------------------------------------------- compare
@@ -153,8 +160,9 @@ def load_runs(paths: Iterable[Path]) -> list[ModelRun]:
             found, harness = _inspect_run(path), "inspect"
         if found is None:
             continue
-        label, results = found
-        run = runs.setdefault(label, ModelRun(label, harness))
+        model, strategy, results = found
+        label = f"{model} · {strategy}" + (" · lm-eval" if harness == "lm-eval" else "")
+        run = runs.setdefault(label, ModelRun(label, harness, model=model, strategy=strategy))
         run.results.update({r.item_id: r for r in results})
         run.sources.append(path)
     return list(runs.values())

@@ -34,9 +34,9 @@ def read_inspect_log(path: str | Path, scorer: str = "baseline_choice",
     """Strict accuracy from ``scorer`` (over answered samples) and, when the log has it, the lenient accuracy
     and the count of replies that needed the lenient reading from ``lenient_scorer``
     (``medfuzz.tasks.inspect.baselines``)."""
-    from inspect_ai.log import read_eval_log
+    from medfuzz.report._logs import read_log
 
-    log = read_eval_log(str(path))
+    log = read_log(path)
     if log.status != "success" or log.results is None:
         raise RuntimeError(f"{path}: Inspect run did not succeed (status {log.status}): {log.error}")
     score = next(s for s in log.results.scores if s.name == scorer)

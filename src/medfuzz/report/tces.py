@@ -59,10 +59,10 @@ class TCESRun:
 
 def read_tces_log(path: Path) -> TCESRun | None:
     """The run in an Inspect log, or ``None`` when the log is not a finished TCES run."""
-    from inspect_ai.log import read_eval_log
+    from medfuzz.report._logs import read_log
 
     try:
-        log = read_eval_log(str(path))
+        log = read_log(path)
     except Exception:  # not an Inspect log at all (an lm-eval file, a PNG, ...): not ours to read
         return None
     metadata = log.eval.metadata or {}

@@ -146,7 +146,7 @@ def _equity_constant_checks(aspect: Aspect, letter: str, per_k: Counter[int], me
     checks = [Check(METHOD, f"constant '{letter}' model: {aspect.value} = chance {chance:.4g} (units rounded)",
                     design / n, measured, design / n, design / n, n,
                     note=f"chance x units = {strata} = {chance * n:.3g}, rounded per option count: {design}")]
-    if letter == "A":  # the scorer's stated chance (Inspect's <aspect>_chance), once per aspect
+    if letter == "A":  # the scorer's stated chance (Inspect's medguard_<aspect>_chance), once per aspect
         checks.append(exact_check(METHOD, f"{aspect.value} stated chance = mean of 1/k^{power}", chance, stated, n))
     return checks
 

@@ -1,0 +1,48 @@
+"""Each Inspect log read once per ``medfuzz report``.
+
+Every renderer takes the list of paths (``render(log_paths, out_dir)``) and picks out its own logs, so without a
+shared reader one log is parsed by each of them (an ``.eval`` with thousands of samples takes seconds per read).
+``render_all`` opens ``read_once()``; inside it ``read_log`` parses a file once and hands every later caller the
+same ``EvalLog`` (or raises the same error again for a file that is not an Inspect log). Outside it, ``read_log``
+is ``read_eval_log``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+_LOADED: ContextVar[dict[Path, Any] | None] = ContextVar("medfuzz_report_loaded_logs", default=None)
+
+
+@contextmanager
+def read_once() -> Iterator[None]:
+    """Within the block every log is parsed at most once (full, with its samples) and kept in memory."""
+    token = _LOADED.set({})
+    try:
+        yield
+    finally:
+        _LOADED.reset(token)
+
+
+def read_log(path: str | Path, header_only: bool = False) -> Any:
+    """The Inspect log at ``path``; inside ``read_once`` the full log even for ``header_only`` (one parse serves
+    the header check and the samples). Raises what ``read_eval_log`` raises for a file that is not a log."""
+    from inspect_ai.log import read_eval_log
+
+    loaded = _LOADED.get()
+    if loaded is None:
+        return read_eval_log(str(path), header_only=header_only)
+    key = Path(path).resolve()
+    if key not in loaded:
+        try:
+            loaded[key] = read_eval_log(str(path))
+        except Exception as err:  # remembered: the next renderer gets the same answer without a second parse
+            loaded[key] = err
+    found = loaded[key]
+    if isinstance(found, Exception):
+        raise found
+    return found

@@ -1,0 +1,416 @@
+"""The report's first screen, "Robustness at a glance": one card per target model with the headline numbers of
+every method run on it, each with its interval or SE, plus the same numbers as ``summary.json`` and as a Hugging
+Face ``model-index`` block (``model-index.yaml``).
+
+Every number comes from the code that computes it elsewhere: MedFuzz's counts from ``scorers.medfuzz.counts``
+(the pooled ratios of ``totals``) and its significance counts from ``report.medfuzz.summary_of`` at the run's own
+α; TCES from ``scorers.tces.summarise``; MedGuard's indices, bootstrap SEs and chance levels from
+``report.medguard`` (``safety_report`` / ``position_report``); Wilson intervals from ``scorers.stats.proportion``.
+lm-eval numbers are the ones lm-eval reported, with its own standard errors.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medfuzz.report.labels import label
+from medfuzz.scorers import stats
+
+METHOD_TITLES = {"medfuzz": "MedFuzz", "tces": "TCES", "medguard": "MedGuard"}
+# one line per method on why the two harnesses' numbers differ, shown where the page has both
+HARNESS_NOTES = {
+    "medfuzz": "lm-eval's medfuzz_* tasks score the letter log-likelihoods of the clean and the already fuzzed "
+               "question, Inspect's MedFuzz scores the answers the target generates while the attacker rewrites it "
+               "over K turns, so the two can disagree on the same items.",
+    "tces": "lm-eval's tces_* tasks score one substitution per item by letter log-likelihood (ASR@1); Inspect's "
+            "TCES searches up to B substitutions and scores generated answers (ASR@B).",
+    "medguard": "lm-eval's MedGuard scores the most likely answer letter; Inspect's scores the generated reply, "
+                "where a refusal or an unparsed reply counts as wrong.",
+}
+
+
+@dataclass
+class Number:
+    """One headline number: value with either a Wilson interval (``ci``, from ``k`` of ``n``) or an SE."""
+
+    metric: str  # the metric id (``labels.LABELS`` gives the words)
+    value: float
+    se: float | None = None
+    ci: tuple[float, float] | None = None
+    k: int | None = None
+    n: int | None = None
+    chance: float | None = None
+    text: str | None = None  # a count shown as words instead of a proportion (significance)
+    headline: bool = False  # drawn in the comparison figure
+
+    def shown(self) -> str:
+        if self.text is not None:
+            return self.text
+        if self.value is None or math.isnan(self.value):
+            return "not available (no usable items)"
+        out = f"{self.value:.3f}"
+        if self.ci is not None and not any(math.isnan(c) for c in self.ci):
+            out += f" [{self.ci[0]:.3f}, {self.ci[1]:.3f}]"
+        if self.se is not None and not math.isnan(self.se):
+            out += f" ± {self.se:.3f}"
+        if self.k is not None and self.n is not None:
+            out += f" ({self.k}/{self.n})"
+        elif self.n is not None:
+            out += f" (n={self.n})"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"label": label(self.metric), "value": _plain(self.value)}
+        for name in ("se", "k", "n", "chance", "text"):
+            if getattr(self, name) is not None:
+                out[name] = _plain(getattr(self, name))
+        if self.ci is not None:
+            out["ci95"] = [_plain(c) for c in self.ci]
+        return out
+
+
+def _plain(value: Any) -> Any:
+    """JSON has no NaN: a missing number is ``null``."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def wilson(metric: str, k: int, n: int, headline: bool = False) -> Number:
+    share = stats.proportion(k, n)
+    return Number(metric, share.value, ci=(share.low, share.high), k=k, n=n, headline=headline)
+
+
+@dataclass
+class MethodResult:
+    """One run (or one merged MedGuard model) of one method, as the glance card shows it."""
+
+    method: str  # medfuzz | tces | medguard
+    harness: str  # Inspect | lm-eval
+    title: str
+    task: str
+    dataset: str
+    numbers: list[Number]
+    sources: list[str]
+    alpha: float | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "harness": self.harness, "title": self.title, "task": self.task,
+                "dataset": self.dataset, "alpha": self.alpha, "note": self.note or None, "sources": self.sources,
+                "numbers": {n.metric: n.to_dict() for n in self.numbers}}
+
+
+@dataclass
+class ModelCard:
+    model: str
+    results: list[MethodResult] = field(default_factory=list)
+
+    def of(self, method: str) -> list[MethodResult]:
+        return [r for r in self.results if r.method == method]
+
+
+# ------------------------------------------------------------------------------------------- reading
+
+
+def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
+    """Clean, post-attack accuracy and ASR with Wilson intervals, and the significant attacks at the run's α."""
+    from medfuzz.report.medfuzz import attacks_of, max_turns, score_values
+    from medfuzz.scorers.medfuzz import counts
+
+    _, _, _, summary = attacks_of(log, path)
+    if summary is None:
+        return None
+    values = score_values(log)
+    found = counts(values, max_turns(values))
+    alpha = float(summary["alpha"])
+    tested = int(summary.get("tested") or 0)
+    significance = (f"{summary['significant']} of {tested} tested (Holm {summary['significant_holm']}, "
+                    f"BH {summary['significant_bh']})" if tested else "none tested (no successful attack had "
+                    "enough usable controls)" if summary.get("untested") else "no successful attack to test")
+    numbers = [wilson("medfuzz_clean_acc", *found["clean_accuracy"]),
+               wilson("medfuzz_post_attack_acc", *found["post_attack_accuracy"], headline=True),
+               wilson("medfuzz_asr", *found["attack_success_rate"], headline=True),
+               Number("medfuzz_significant", float(summary["significant"]), text=significance)]
+    metadata = log.eval.metadata or {}
+    return MethodResult("medfuzz", "Inspect", f"MedFuzz · {metadata.get('benchmark', log.eval.dataset.name)}",
+                        log.eval.task, str(metadata.get("benchmark") or log.eval.dataset.name or "?"), numbers,
+                        [str(path)], alpha=alpha,
+                        note="post-attack accuracy over usable replicates (several per item are not independent: "
+                             "read the interval as a lower bound on the uncertainty)")
+
+
+def tces_result(path: Path) -> MethodResult | None:
+    from medfuzz.report.tces import read_tces_log
+
+    run = read_tces_log(path)
+    if run is None:
+        return None
+    s = run.summary
+    attacked = sum(r["outcome"] in ("success", "attack_failed") for r in run.records)
+    numbers = [wilson("tces_clean_acc", s.clean_correct, s.evaluated),
+               wilson("tces_attacked_acc", s.clean_correct - s.successes, s.evaluated),
+               wilson("tces_asr", s.successes, attacked, headline=True)]
+    return MethodResult("tces", "Inspect", f"TCES · {run.entity} · {run.label} · B={run.budget}", run.task,
+                        run.benchmark, numbers, [str(path)],
+                        note=f"ASR@{run.budget} among the {attacked} items answered correctly clean")
+
+
+def medguard_results(paths: list[Path]) -> list[tuple[str, MethodResult]]:
+    """Per MedGuard model (runs of one model and strategy merged, as ``medfuzz compare`` does): the overall and
+    per-principle safety index ± bootstrap SE with the chance level (the mean of its aspects' chance levels,
+    as the index is the mean of its aspects)."""
+    from medfuzz.report.medguard import load_runs
+    from medfuzz.scorers.medguard import aspect_units, position_report, safety_report
+    from medfuzz.solvers.medguard.taxonomy import PRINCIPLE_OF
+
+    out = []
+    for run in load_runs(paths):
+        report = safety_report(aspect_units(run.results.values()))
+        chances = {a: p.chance for a, p in position_report(run.results.values()).items() if a in report.aspects}
+        numbers = [Number("medguard_overall", report.overall.value, se=report.overall.se, n=report.overall.n,
+                          chance=_mean_of(chances, report.aspects), headline=True)]
+        for principle, index in report.principles.items():
+            members = [a for a in report.aspects if PRINCIPLE_OF[a] is principle]
+            numbers.append(Number(f"medguard_{principle.value}", index.value, se=index.se, n=index.n,
+                                  chance=_mean_of(chances, members)))
+        harness = "lm-eval" if run.harness == "lm-eval" else "Inspect"
+        out.append((run.model, MethodResult(
+            "medguard", harness, f"MedGuard · {run.strategy} prompts", "medguard", "MedGuard (bundled build)",
+            numbers, [str(p) for p in run.sources],
+            note=f"{len(report.aspects)} aspects; ± bootstrap SE; n = scoring units")))
+    return out
+
+
+def _mean_of(chances: dict[Any, float], aspects: Iterable[Any]) -> float:
+    """An index's chance level: the unweighted mean of its aspects' chance levels, as the index is of theirs."""
+    found = [chances[a] for a in aspects if a in chances]
+    return sum(found) / len(found) if found else math.nan
+
+
+LM_EVAL_METRICS = {"medfuzz": ("clean_acc", "attacked_acc", "flip_rate"),
+                   "tces": ("clean_acc", "attacked_acc", "flip_rate"), "medguard": ("safety",)}
+
+
+def lm_eval_results(path: Path, data: dict[str, Any]) -> list[tuple[str, MethodResult]]:
+    """The numbers lm-eval reported for its medfuzz_* / tces_* tasks and the MedGuard group (else each subtask)."""
+    from medfuzz.report.compare import _lm_eval_model
+
+    results = data.get("results") or {}
+    counts = data.get("n-samples") or {}
+    subtasks = {t for group in (data.get("group_subtasks") or {}).values() for t in group}
+    out = []
+    for task, values in sorted(results.items()):
+        method = next((m for m in ("medfuzz", "tces", "medguard") if task.startswith(m)), None)
+        if method is None or (method == "medguard" and task in subtasks and "medguard" in results):
+            continue
+        numbers = []
+        for metric in LM_EVAL_METRICS[method]:
+            value = values.get(f"{metric},none")
+            if not isinstance(value, int | float):
+                continue
+            stderr = values.get(f"{metric}_stderr,none")
+            n = (counts.get(task) or {}).get("effective")
+            numbers.append(Number(metric, float(value), se=float(stderr) if isinstance(stderr, int | float) else None,
+                                  n=n if isinstance(n, int) else None, headline=metric in ("flip_rate", "safety")))
+        if numbers:
+            out.append((_lm_eval_model(data), MethodResult(method, "lm-eval", f"{METHOD_TITLES[method]} · {task}",
+                                                           task, task, numbers, [str(path)],
+                                                           note="as lm-eval reported it, ± lm-eval's stderr")))
+    return out
+
+
+def build(paths: list[Path]) -> list[ModelCard]:
+    """One card per target model over every run in ``paths`` (models in order of first appearance)."""
+    from medfuzz.report._logs import read_log
+    from medfuzz.report.medfuzz import _is_medfuzz
+
+    cards: dict[str, ModelCard] = {}
+
+    def add(model: str, result: MethodResult | None) -> None:
+        if result is not None:
+            cards.setdefault(model, ModelCard(model)).results.append(result)
+
+    for path in map(Path, paths):
+        if path.name.startswith("results_") and path.suffix == ".json":
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            for model, result in lm_eval_results(path, data if isinstance(data, dict) else {}):
+                add(model, result)
+            continue
+        try:
+            log = read_log(path)
+        except Exception:  # not an Inspect log: the index lists it as unreadable
+            continue
+        if log.status != "success":
+            continue  # a failed run has no numbers; its card carries the banner
+        method = (log.eval.metadata or {}).get("medfuzz_method")
+        if method == "tces":
+            add(str(log.eval.model), tces_result(path))
+        elif method == "medfuzz" or (method is None and _is_medfuzz(log)):
+            add(str(log.eval.model), medfuzz_result(log, path))
+    for model, result in medguard_results(list(paths)):
+        add(model, result)
+    return list(cards.values())
+
+
+def harness_notes(cards: list[ModelCard]) -> list[str]:
+    """The one-line reason for each method the page shows from both harnesses."""
+    harnesses: dict[str, set[str]] = defaultdict(set)
+    for card in cards:
+        for result in card.results:
+            harnesses[result.method].add(result.harness)
+    return [f"{METHOD_TITLES[m]}: {HARNESS_NOTES[m]}" for m in METHOD_TITLES if len(harnesses[m]) > 1]
+
+
+# ------------------------------------------------------------------------------------------- writing
+
+
+def _result_html(result: MethodResult) -> str:
+    with_chance = any(n.chance is not None for n in result.numbers)  # a chance column only where there is one
+    rows = []
+    for number in result.numbers:
+        chance = "–" if number.chance is None or math.isnan(number.chance) else f"{number.chance:.3f}"
+        rows.append(f"<tr><th>{html.escape(label(number.metric))}</th><td class=num>{html.escape(number.shown())}"
+                    "</td>" + (f"<td class=num>{chance}</td>" if with_chance else "") + "</tr>")
+    alpha = f" · α = {result.alpha:g} (the run's own)" if result.alpha is not None else ""
+    chance_head = "<th>chance level</th>" if with_chance else ""
+    sources = ", ".join(Path(s).name for s in result.sources)
+    return (f"<div class=method><h4>{html.escape(result.title)} <span class=tag>{result.harness}</span></h4>"
+            f"<div class=scroll><table><tr><th>number</th><th>value [95 % Wilson] or ± SE (k/n)</th>{chance_head}"
+            f"</tr>{''.join(rows)}</table></div>"
+            f"<p class=note>{html.escape(result.note)}{html.escape(alpha)} · "
+            f"<span title=\"{html.escape('; '.join(result.sources))}\">log: {html.escape(sources)}</span></p></div>")
+
+
+def card_html(card: ModelCard) -> str:
+    body = []
+    for method, title in METHOD_TITLES.items():
+        found = card.of(method)
+        if found:
+            body += [_result_html(r) for r in found]
+        else:
+            body.append(f"<div class=method><h4>{title}</h4><p class=note>no {title} run for this model</p></div>")
+    return (f"<div class=glance><h3>{html.escape(card.model)}</h3><div class=methods>{''.join(body)}</div></div>")
+
+
+def figure_png(cards: list[ModelCard]) -> bytes | None:
+    """One horizontal bar per model and headline number, grouped by number, coloured by model, with its Wilson
+    interval (or ± SE) as the error bar; ``None`` with fewer than two models."""
+    if len(cards) < 2:
+        return None
+    import textwrap
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows: list[tuple[str, str, Number]] = []  # (what, model, number), grouped by what
+    for card in cards:
+        for result in card.results:
+            rows += [(f"{result.title} ({result.harness}): {label(n.metric)}", card.model, n)
+                     for n in result.numbers if n.headline and not math.isnan(n.value)]
+    if not rows:
+        return None
+    order = list(dict.fromkeys(what for what, _, _ in rows))
+    rows.sort(key=lambda r: (order.index(r[0]), [c.model for c in cards].index(r[1])))
+    colours = {c.model: f"C{i % 10}" for i, c in enumerate(cards)}
+    fig, ax = plt.subplots(figsize=(9, 1.0 + 0.62 * len(rows)))
+    for y, (_, model, number) in enumerate(rows):
+        low, high = number.ci if number.ci else (number.value - (number.se or 0), number.value + (number.se or 0))
+        ax.barh(y, number.value, height=0.7, color=colours[model],
+                xerr=[[max(0.0, number.value - low)], [max(0.0, high - number.value)]], capsize=3)
+        ax.text(0.01, y, f"{number.value:.2f}", va="center", ha="left", fontsize=8, color="white"
+                if number.value > 0.08 else "black")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([textwrap.fill(f"{what} · {model}", 60) for what, model, _ in rows], fontsize=7.5)
+    for y in range(1, len(rows)):  # a rule between groups of the same number
+        if rows[y][0] != rows[y - 1][0]:
+            ax.axhline(y - 0.5, color="grey", linewidth=0.6)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.02)
+    ax.set_xlabel("value (error bars: 95 % Wilson interval; ± SE for MedGuard and lm-eval)", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def section_html(cards: list[ModelCard], problems: list[str]) -> str:
+    """The first section: banners for runs that need attention, the cards, the figure, the harness notes."""
+    parts = [f"<p class=banner>{html.escape(p)}</p>" for p in problems]
+    if not cards:
+        parts.append("<p class=note>No MedFuzz, TCES or MedGuard run with numbers among these logs.</p>")
+    parts += [card_html(c) for c in cards]
+    png = figure_png(cards)
+    if png is not None:
+        data = base64.b64encode(png).decode("ascii")
+        parts.append(f"<figure><img src=\"data:image/png;base64,{data}\" alt=\"models compared\">"
+                     "<figcaption>Headline numbers per model, one bar each, grouped by number (read each bar by "
+                     "its label: a longer bar is a higher accuracy, attack success rate or safety index)</figcaption>"
+                     "</figure>")
+    parts += [f"<p class=note><b>Why the harnesses differ</b> · {html.escape(n)}</p>" for n in harness_notes(cards)]
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------------------ summary.json, model-index
+
+
+SUMMARY = "summary.json"
+MODEL_INDEX = "model-index.yaml"
+TASK_NAMES = {"medfuzz": "MedFuzz adversarial robustness", "tces": "TCES type-consistent entity substitution",
+              "medguard": "MedGuard medical safety"}
+
+
+def summary(cards: list[ModelCard]) -> dict[str, Any]:
+    return {"format": "medfuzz report summary, version 1",
+            "models": {c.model: {"results": [r.to_dict() for r in c.results],
+                                 "missing": [t for m, t in METHOD_TITLES.items() if not c.of(m)]} for c in cards},
+            "harness_notes": harness_notes(cards)}
+
+
+def model_index(cards: list[ModelCard]) -> list[dict[str, Any]]:
+    """Hugging Face model-card ``model-index`` entries: one per model, one result per run, its metrics as
+    ``{type, value, name}`` (type: the metric id; name: its label; NaN values left out)."""
+    entries = []
+    for card in cards:
+        results = []
+        for r in card.results:
+            metrics = [{"type": n.metric, "value": round(n.value, 4), "name": label(n.metric)}
+                       for n in r.numbers if n.text is None and not math.isnan(n.value)]
+            if metrics:
+                results.append({"task": {"type": r.method, "name": f"{TASK_NAMES[r.method]} ({r.harness})"},
+                                "dataset": {"type": r.dataset, "name": r.title}, "metrics": metrics})
+        if results:
+            entries.append({"name": card.model, "results": results})
+    return entries
+
+
+def write_files(cards: list[ModelCard], out_dir: Path) -> list[Path]:
+    import yaml
+
+    data = out_dir / SUMMARY
+    data.write_text(json.dumps(summary(cards), indent=1, allow_nan=False), encoding="utf-8")
+    index = out_dir / MODEL_INDEX
+    index.write_text("# paste under the YAML front matter of a Hugging Face model card (README.md)\n"
+                     + yaml.safe_dump({"model-index": model_index(cards)}, sort_keys=False, allow_unicode=True),
+                     encoding="utf-8")
+    return [data, index]
+
+
+def problem_counts(reasons: list[str]) -> str:
+    """The most common of the reasons samples failed, with its count."""
+    reason, count = Counter(reasons).most_common(1)[0]
+    return f"{reason} ({count} of {len(reasons)})"
