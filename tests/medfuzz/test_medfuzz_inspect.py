@@ -136,11 +136,12 @@ def test_alpha_of_the_run_reaches_every_count_metric_and_report_number(medqa_fil
         # no control moves p-hat as far as the attack: every valid p-value is 1/31 = 0.032, the paper's b/M 0
         ACTORS["target"] = Target(weak_spots=("clue1",), probabilities=probabilities)
         ACTORS["attacker"] = Attacker(controls=control_writer(set()))
-        with caplog.at_level("WARNING"):
-            task = medfuzz_medqa(data=str(medqa_file), turns=1, replicates=2, exemplars=0, controls=30,
-                                 option_orders=1, pvalue_prompt="direct", alpha=alpha)
-        [log] = inspect_eval(task, model="medfuzz-actors/target", model_roles={"attacker": "medfuzz-actors/attacker"},
-                             log_dir=str(tmp_path / f"logs{alpha}"), display="none")
+        task = medfuzz_medqa(data=str(medqa_file), turns=1, replicates=2, exemplars=0, controls=30,
+                             option_orders=1, pvalue_prompt="direct", alpha=alpha)
+        with caplog.at_level("WARNING"):  # said when the run starts, for its samples
+            [log] = inspect_eval(task, model="medfuzz-actors/target",
+                                 model_roles={"attacker": "medfuzz-actors/attacker"},
+                                 log_dir=str(tmp_path / f"logs{alpha}"), display="none")
         assert log.status == "success", log.error
         metrics = {name: m.value for s in log.results.scores for name, m in s.metrics.items()}
         render([Path(log.location)], tmp_path / f"report{alpha}")

@@ -37,6 +37,7 @@ from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 from medfuzz.tasks.inspect._errors import one_line_user_errors
 from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, baseline_choice
+from medfuzz.tasks.inspect._run_checks import RunChecks, first_reason
 
 LENIENT_SCORER = "lenient_choice"
 
@@ -108,6 +109,8 @@ def _baseline(benchmark: str, data: str, split: str | None, limit: int | None, s
         solver=answer_or_llm_error(multiple_choice(cot=style is PromptStyle.COT)),
         scorer=[baseline_choice(), lenient_choice()],
         config=default_generate_config(),
+        # a run nothing answered ends as an error, with the cause (not success with NaN accuracy)
+        early_stopping=RunChecks(lambda scores: first_reason(scores, LLM_ERROR)),
         metadata={"benchmark": benchmark, "data": data, "split": split, "prompt_style": style.value,
                   "shuffle_choices": shuffle_choices, "seed": seed},
     )

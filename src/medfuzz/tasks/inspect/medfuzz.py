@@ -23,11 +23,13 @@ Inspect tasks ``medfuzz/medfuzz`` (``-T benchmark=medqa|medmcqa``), ``medfuzz/me
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from inspect_ai import Task, task
+from inspect_ai.log import EvalSpec
 from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput, get_model, model_roles
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
@@ -44,9 +46,10 @@ from medfuzz.solvers.medfuzz.prompts import AssumptionPack, load_pack
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import fuzzed_records
 from medfuzz.solvers.outcomes import Outcome
-from medfuzz.tasks.inspect._cost import announce_max_calls
+from medfuzz.tasks.inspect._cost import announce_max_calls, record
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 from medfuzz.tasks.inspect._errors import one_line_user_errors
+from medfuzz.tasks.inspect._run_checks import ANSWERED, RunChecks, reason
 
 STATE_KEY = "medfuzz"
 log = logging.getLogger(__name__)
@@ -353,25 +356,46 @@ def warn_attainability(config: MedFuzzConfig, items: int) -> dict[str, Any] | No
     return {**reach.to_dict(), "holm_family_max": largest_family}
 
 
+def llm_error_of_item(scores: dict[str, SampleScore]) -> str:
+    """``_run_checks`` verdict of a MedFuzz sample: an LLM error when every replicate ended as one (its most
+    common reason), else answered (an item with one usable replicate has a number)."""
+    score = scores.get("medfuzz_scorer")
+    value = score.score.value if score is not None else None
+    if not isinstance(value, dict) or not value.get("replicates") or value.get("llm_error") != value["replicates"]:
+        return ANSWERED
+    reasons = Counter(reason(f"{r.get('error_step') or 'step'}: {r.get('error')}")
+                      for r in (score.score.metadata or {}).get("replicates", []) if r.get("error"))
+    return reasons.most_common(1)[0][0] if reasons else "every replicate ended as an LLM error"
+
+
+def _announce(config: MedFuzzConfig) -> Callable[[EvalSpec, int], None]:
+    """At the start of the run: the call bound and the attainability warning for the run's own samples."""
+    def announce(spec: EvalSpec, samples: int) -> None:
+        record(spec, attainability=warn_attainability(config, samples))
+        announce_max_calls(config, spec, samples)
+
+    return announce
+
+
 def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
                  config: MedFuzzConfig) -> Task:
     """The MedFuzz Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
     pack = load_pack(config.pack)
     exemplars = load_items(benchmark, config.exemplar_data) if config.exemplars > 0 else []
-    dataset = mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed)
-    reach = warn_attainability(config, len(dataset))
-    return announce_max_calls(config, Task(
-        dataset=dataset,
+    return Task(
+        dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
         solver=medfuzz_attack(config, pack, exemplars),
         scorer=medfuzz_scorer(pack, config.faithfulness),
         config=default_generate_config(),
+        # the call bound and attainability are said (and recorded) when the run starts, for its samples
+        early_stopping=RunChecks(llm_error_of_item, _announce(config)),
         metadata={"medfuzz_method": "medfuzz", "benchmark": benchmark, "data": data, "split": split,
                   "shuffle_choices": shuffle_choices, "pack": pack.name, "pack_source": pack.source,
-                  "medfuzz": config.to_dict(), "attainability": reach,
+                  "medfuzz": config.to_dict(),
                   # roles are bound at eval time: each sample's metadata and score config record the answer
                   "attacker_is_target": "the 'attacker' model role if given, else the target itself "
                                         "(unlike the paper, whose attacker was GPT-4)"},
-    ))
+    )
 
 
 @task

@@ -13,7 +13,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from inspect_ai import Task, task
@@ -29,6 +29,7 @@ from medfuzz.solvers.tces.config import TCESConfig
 from medfuzz.tasks.inspect._cost import announce_max_calls
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 from medfuzz.tasks.inspect._errors import one_line_user_errors
+from medfuzz.tasks.inspect._run_checks import ANSWERED, NOT_ASKED, RunChecks, reason
 
 METADATA_KEY = "tces"
 
@@ -145,17 +146,31 @@ def tces_scorer() -> Scorer:
     return score
 
 
+def llm_error_of_item(scores: dict[str, SampleScore]) -> str:
+    """``_run_checks`` verdict of a TCES sample: its attack's LLM-error reason; an item with no entity of the
+    type was never asked."""
+    score = scores.get("tces_scorer")
+    record = (score.score.metadata or {}).get("record") if score is not None else None
+    if not isinstance(record, dict):
+        return ANSWERED
+    if record.get("outcome") == "llm_error":
+        return reason(record.get("reason"))
+    return NOT_ASKED if record.get("outcome") == "no_entity" else ANSWERED
+
+
 def tces_task(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
               config: TCESConfig) -> Task:
     """The TCES Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
-    return announce_max_calls(config, Task(
+    return Task(
         dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
         solver=tces_attack(config),
         scorer=tces_scorer(),
         config=default_generate_config(),
+        # the call bound is said (and recorded) when the run starts, for the run's own samples
+        early_stopping=RunChecks(llm_error_of_item, partial(announce_max_calls, config)),
         metadata={"medfuzz_method": "tces", "benchmark": benchmark, "data": data, "split": split,
                   "shuffle_choices": shuffle_choices, **config.to_dict()},
-    ))
+    )
 
 
 @task
