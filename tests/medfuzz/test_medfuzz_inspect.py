@@ -234,3 +234,31 @@ def test_a_users_own_task_built_on_medfuzz_task_gets_the_report(medqa_file, tmp_
     with open(tmp_path / "report" / "medfuzz_summary.csv") as handle:
         [row] = list(csv.DictReader(handle))
     assert row["run"].endswith("my_robustness_eval") and row["items"] == "2"
+
+
+def test_scorer_reads_faithfulness_and_pack_from_the_recorded_config(medqa_file, tmp_path):
+    """One owner: ``-T faithfulness=judge -T pack=prior_opinion`` reach the scorer through the config the solver
+    recorded (the scorer takes no parameters of its own); the judge is told the run's pack."""
+    import inspect as pyinspect
+
+    from medfuzz.solvers.medfuzz.prompts import load_pack
+    from medfuzz.tasks.inspect.medfuzz import medfuzz_scorer
+
+    assert not pyinspect.signature(medfuzz_scorer).parameters
+    asked: list[str] = []
+
+    def judge(messages, options):
+        asked.append(messages[-1].content)
+        return "1: yes"
+
+    ACTORS.update(target=Target(weak_spots=("clue2",), probabilities=probability_table), attacker=Attacker(),
+                  judge=judge)
+    task = medfuzz_medqa(data=str(medqa_file), limit=1, turns=2, replicates=1, exemplars=0, controls=0,
+                         faithfulness="judge", pack="prior_opinion")
+    [log] = inspect_eval(task, model="medfuzz-actors/target",
+                         model_roles={"attacker": "medfuzz-actors/attacker", "judge": "medfuzz-actors/judge"},
+                         log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success", log.error
+    story = log.samples[0].scores["medfuzz_scorer"].metadata["replicates"][0]
+    assert story["outcome"] == "success" and story["faithfulness"]["method"] == "judge"
+    assert asked and f"The following {load_pack('prior_opinion').added_kind} were added" in asked[0]

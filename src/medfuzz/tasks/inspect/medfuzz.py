@@ -22,6 +22,7 @@ Inspect tasks ``medfuzz/medfuzz`` (``-T benchmark=medqa|medmcqa``), ``medfuzz/me
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -295,18 +296,32 @@ METRICS = [medfuzz_post_attack_acc(), medfuzz_asr(), medfuzz_clean_acc(), medfuz
 METRICS += [medfuzz_llm_errors()]  # failure policy: the LLM-error count beside its rate
 
 
+@functools.cache
+def _pack(reference: str) -> AssumptionPack:
+    return load_pack(reference)
+
+
+def recorded_pack(config: dict[str, Any]) -> AssumptionPack:
+    """The assumption pack a run used, from the config it recorded with each result (``pack_source``: a bundled
+    pack's ``builtin:<name>`` or the YAML file's path)."""
+    source = str(config.get("pack_source") or "")
+    if source.startswith("builtin:") or not source:
+        return _pack(source.removeprefix("builtin:") or str(config.get("pack") or MedFuzzConfig.pack))
+    return _pack(source)
+
+
 @scorer(metrics=METRICS)
-def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str = "lexical") -> Scorer:
-    """Score a MedFuzz sample. ``faithfulness``: ``lexical`` or ``judge`` (the ``judge`` model role, default
-    the task model). Alpha is the run's own (the config the solver recorded with the result)."""
-    resolved = pack if isinstance(pack, AssumptionPack) else load_pack(pack or "patient_characteristics")
-    if faithfulness not in ("lexical", "judge"):
-        raise ValueError(f"faithfulness must be 'lexical' or 'judge', not {faithfulness!r}")
+def medfuzz_scorer() -> Scorer:
+    """Score a MedFuzz sample. Its ``faithfulness`` (``lexical``, or ``judge``: the ``judge`` model role, default
+    the task model), assumption pack (what the judge is told was added) and alpha are the run's own: the config
+    the solver recorded with the result (``-T faithfulness=judge``, ``-T pack=...``, ``-T alpha=...``)."""
 
     async def score(state: TaskState, target: Target) -> Score:
         result = ItemResult.from_dict(state.metadata[STATE_KEY])
         turns = int(result.config.get("turns", 0))
+        faithfulness = str(result.config.get("faithfulness") or MedFuzzConfig.faithfulness)
         judge = InspectChatModel(get_model(role="judge")) if faithfulness == "judge" else None
+        resolved = recorded_pack(result.config) if judge is not None else _pack(MedFuzzConfig.pack)
         scored = await score_item(result, turns, resolved, judge)
         replicates = []
         for replicate, evidence in zip(result.replicates, scored.evidence, strict=True):
@@ -385,7 +400,7 @@ def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None
     return Task(
         dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
         solver=medfuzz_attack(config, pack, exemplars),
-        scorer=medfuzz_scorer(pack, config.faithfulness),
+        scorer=medfuzz_scorer(),  # reads faithfulness and pack from the config each result records
         config=default_generate_config(),
         # the call bound and attainability are said (and recorded) when the run starts, for its samples
         early_stopping=RunChecks(llm_error_of_item, _announce(config)),
