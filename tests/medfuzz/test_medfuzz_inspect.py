@@ -22,6 +22,7 @@ from inspect_ai.model import (
     modelapi,
 )
 
+from medfuzz.benchmarks.selection import DataSelection
 from medfuzz.models import ChatMessage, Generation
 from medfuzz.scorers.stats import permutation_p_value
 from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
@@ -222,7 +223,7 @@ def test_a_users_own_task_built_on_medfuzz_task_gets_the_report(medqa_file, tmp_
     @task(name="my_robustness_eval")
     def my_robustness_eval():
         config = MedFuzzConfig(turns=2, replicates=1, exemplars=0, controls=2, option_orders=1, pvalue_prompt="direct")
-        return medfuzz_task("medqa", str(medqa_file), None, None, False, config)
+        return medfuzz_task("medqa", DataSelection(data=str(medqa_file)), config)
 
     ACTORS["target"] = Target(weak_spots=("clue2", "clue1"), probabilities=probability_table)
     ACTORS["attacker"] = Attacker()

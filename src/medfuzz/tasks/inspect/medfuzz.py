@@ -39,6 +39,7 @@ from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_co
 from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
+from medfuzz.benchmarks.selection import DEFAULT, DataSelection
 from medfuzz.scorers.medfuzz import score_item, totals
 from medfuzz.scorers.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
@@ -392,20 +393,20 @@ def _announce(config: MedFuzzConfig) -> Callable[[EvalSpec, int], None]:
     return announce
 
 
-def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
-                 config: MedFuzzConfig) -> Task:
+def medfuzz_task(benchmark: str, selection: DataSelection, config: MedFuzzConfig) -> Task:
     """The MedFuzz Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
     pack = load_pack(config.pack)
     exemplars = load_items(benchmark, config.exemplar_data) if config.exemplars > 0 else []
     return Task(
-        dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
+        dataset=mcq_dataset(benchmark, selection, config.seed),
         solver=medfuzz_attack(config, pack, exemplars),
         scorer=medfuzz_scorer(),  # reads faithfulness and pack from the config each result records
         config=default_generate_config(),
         # the call bound and attainability are said (and recorded) when the run starts, for its samples
         early_stopping=RunChecks(llm_error_of_item, _announce(config)),
-        metadata={"medfuzz_method": "medfuzz", "benchmark": benchmark, "data": data, "split": split,
-                  "shuffle_choices": shuffle_choices, "pack": pack.name, "pack_source": pack.source,
+        metadata={"medfuzz_method": "medfuzz", "benchmark": benchmark, "data": selection.data,
+                  "split": selection.split, "shuffle_choices": selection.shuffle_choices, "pack": pack.name,
+                  "pack_source": pack.source,
                   "medfuzz": config.to_dict(),
                   # roles are bound at eval time: each sample's metadata and score config record the answer
                   "attacker_is_target": "the 'attacker' model role if given, else the target itself "
@@ -413,30 +414,42 @@ def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None
     )
 
 
+def _configs(raw: dict[str, Any]) -> tuple[DataSelection, MedFuzzConfig]:
+    """The data selection and the MedFuzz config from one task's options (each name checked by its owner)."""
+    data = {k: raw.pop(k) for k in DataSelection.names() if k in raw}
+    return DataSelection.from_options(**data), MedFuzzConfig.from_options(**raw)
+
+
+# the data-selection parameters are in the signatures (Inspect lists a task's parameters from them) with the
+# defaults of their one owner, ``DataSelection``
 @task
 @one_line_user_errors
-def medfuzz(benchmark: str = "medqa", data: str = "hf", split: str | None = None, limit: int | None = None,
-            shuffle_choices: bool = False, **options: Any) -> Task:
+def medfuzz(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | None = DEFAULT.split,
+            limit: int | None = DEFAULT.limit, shuffle_choices: bool = DEFAULT.shuffle_choices,
+            **options: Any) -> Task:
     """MedFuzz (paper Algorithms 1 and 2) on ``benchmark`` (medqa | medmcqa). ``data``: hf | demo | a file.
     Every ``MedFuzzConfig`` parameter is a ``-T name=value`` option (``turns``, ``replicates``, ``controls``,
     ``pack``, ...; table in docs/medfuzz.md); unknown names are an error."""
-    return medfuzz_task(benchmark, data, split, limit, shuffle_choices, MedFuzzConfig.from_options(**options))
+    return medfuzz_task(benchmark, *_configs({"data": data, "split": split, "limit": limit,
+                                              "shuffle_choices": shuffle_choices, **options}))
 
 
 @task
 @one_line_user_errors
-def medfuzz_medqa(data: str = "hf", split: str | None = None, limit: int | None = None,
-                  shuffle_choices: bool = False, **options: Any) -> Task:
+def medfuzz_medqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
+                  shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """MedFuzz on MedQA-USMLE (4 options); options as ``medfuzz/medfuzz``."""
-    return medfuzz_task("medqa", data, split, limit, shuffle_choices, MedFuzzConfig.from_options(**options))
+    return medfuzz_task("medqa", *_configs({"data": data, "split": split, "limit": limit,
+                                            "shuffle_choices": shuffle_choices, **options}))
 
 
 @task
 @one_line_user_errors
-def medfuzz_medmcqa(data: str = "hf", split: str | None = None, limit: int | None = None,
-                    shuffle_choices: bool = False, **options: Any) -> Task:
+def medfuzz_medmcqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
+                    shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """MedFuzz on MedMCQA; options as ``medfuzz/medfuzz``."""
-    return medfuzz_task("medmcqa", data, split, limit, shuffle_choices, MedFuzzConfig.from_options(**options))
+    return medfuzz_task("medmcqa", *_configs({"data": data, "split": split, "limit": limit,
+                                              "shuffle_choices": shuffle_choices, **options}))
 
 
 def fuzzed_from_log(path: str | Path) -> list[dict[str, Any]]:
