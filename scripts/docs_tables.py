@@ -8,13 +8,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from medfuzz.benchmarks.selection import DataSelection
 from medfuzz.options import parameter_table
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medguard.config import MedGuardConfig
 from medfuzz.solvers.tces.config import TCESConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-PAGES = {"medfuzz.md": MedFuzzConfig, "tces.md": TCESConfig, "medguard.md": MedGuardConfig}
+PAGES = {"medfuzz.md": MedFuzzConfig, "tces.md": TCESConfig, "medguard.md": MedGuardConfig,
+         "foundation.md": DataSelection}
 
 
 def main() -> None:

@@ -51,6 +51,9 @@ def _convert(name: str, value: Any, annotation: Any) -> Any:
         return _convert(name, value, args[0]) if len(args) == 1 else value
     if value is None:
         raise ConfigError(f"{name} must not be empty")
+    if origin is tuple:  # ``tuple[str, ...]``: a comma list on a command line or in metadata
+        parts = value.split(",") if isinstance(value, str) else list(value)
+        return tuple(str(part).strip() for part in parts if str(part).strip())
     if annotation is bool:
         return as_bool(value, name)
     if annotation is int:

@@ -22,6 +22,7 @@ from inspect_ai.model import (
     modelapi,
 )
 
+from medfuzz.benchmarks.selection import DataSelection
 from medfuzz.models import ChatMessage, Generation
 from medfuzz.scorers.stats import permutation_p_value
 from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
@@ -136,11 +137,12 @@ def test_alpha_of_the_run_reaches_every_count_metric_and_report_number(medqa_fil
         # no control moves p-hat as far as the attack: every valid p-value is 1/31 = 0.032, the paper's b/M 0
         ACTORS["target"] = Target(weak_spots=("clue1",), probabilities=probabilities)
         ACTORS["attacker"] = Attacker(controls=control_writer(set()))
-        with caplog.at_level("WARNING"):
-            task = medfuzz_medqa(data=str(medqa_file), turns=1, replicates=2, exemplars=0, controls=30,
-                                 option_orders=1, pvalue_prompt="direct", alpha=alpha)
-        [log] = inspect_eval(task, model="medfuzz-actors/target", model_roles={"attacker": "medfuzz-actors/attacker"},
-                             log_dir=str(tmp_path / f"logs{alpha}"), display="none")
+        task = medfuzz_medqa(data=str(medqa_file), turns=1, replicates=2, exemplars=0, controls=30,
+                             option_orders=1, pvalue_prompt="direct", alpha=alpha)
+        with caplog.at_level("WARNING"):  # said when the run starts, for its samples
+            [log] = inspect_eval(task, model="medfuzz-actors/target",
+                                 model_roles={"attacker": "medfuzz-actors/attacker"},
+                                 log_dir=str(tmp_path / f"logs{alpha}"), display="none")
         assert log.status == "success", log.error
         metrics = {name: m.value for s in log.results.scores for name, m in s.metrics.items()}
         render([Path(log.location)], tmp_path / f"report{alpha}")
@@ -221,7 +223,7 @@ def test_a_users_own_task_built_on_medfuzz_task_gets_the_report(medqa_file, tmp_
     @task(name="my_robustness_eval")
     def my_robustness_eval():
         config = MedFuzzConfig(turns=2, replicates=1, exemplars=0, controls=2, option_orders=1, pvalue_prompt="direct")
-        return medfuzz_task("medqa", str(medqa_file), None, None, False, config)
+        return medfuzz_task("medqa", DataSelection(data=str(medqa_file)), config)
 
     ACTORS["target"] = Target(weak_spots=("clue2", "clue1"), probabilities=probability_table)
     ACTORS["attacker"] = Attacker()
@@ -233,3 +235,31 @@ def test_a_users_own_task_built_on_medfuzz_task_gets_the_report(medqa_file, tmp_
     with open(tmp_path / "report" / "medfuzz_summary.csv") as handle:
         [row] = list(csv.DictReader(handle))
     assert row["run"].endswith("my_robustness_eval") and row["items"] == "2"
+
+
+def test_scorer_reads_faithfulness_and_pack_from_the_recorded_config(medqa_file, tmp_path):
+    """One owner: ``-T faithfulness=judge -T pack=prior_opinion`` reach the scorer through the config the solver
+    recorded (the scorer takes no parameters of its own); the judge is told the run's pack."""
+    import inspect as pyinspect
+
+    from medfuzz.solvers.medfuzz.prompts import load_pack
+    from medfuzz.tasks.inspect.medfuzz import medfuzz_scorer
+
+    assert not pyinspect.signature(medfuzz_scorer).parameters
+    asked: list[str] = []
+
+    def judge(messages, options):
+        asked.append(messages[-1].content)
+        return "1: yes"
+
+    ACTORS.update(target=Target(weak_spots=("clue2",), probabilities=probability_table), attacker=Attacker(),
+                  judge=judge)
+    task = medfuzz_medqa(data=str(medqa_file), limit=1, turns=2, replicates=1, exemplars=0, controls=0,
+                         faithfulness="judge", pack="prior_opinion")
+    [log] = inspect_eval(task, model="medfuzz-actors/target",
+                         model_roles={"attacker": "medfuzz-actors/attacker", "judge": "medfuzz-actors/judge"},
+                         log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success", log.error
+    story = log.samples[0].scores["medfuzz_scorer"].metadata["replicates"][0]
+    assert story["outcome"] == "success" and story["faithfulness"]["method"] == "judge"
+    assert asked and f"The following {load_pack('prior_opinion').added_kind} were added" in asked[0]

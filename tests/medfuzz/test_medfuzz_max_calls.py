@@ -61,11 +61,19 @@ async def test_retries_stay_within_the_bound() -> None:
     assert usage["target"]["calls"] > 3 * 3 and usage["attacker_controls"]["calls"] == 4  # retries were made
 
 
-def test_inspect_task_logs_the_bound_before_running(caplog: pytest.LogCaptureFixture) -> None:
+def test_inspect_task_logs_the_bound_when_the_run_starts(caplog: pytest.LogCaptureFixture) -> None:
+    """Said and recorded for the samples Inspect hands the run (after --limit / --sample-id / --epochs; the real
+    CLI: tests/faults/test_run_checks.py), not for the task's dataset."""
+    import asyncio
+    from types import SimpleNamespace
+
     from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
 
+    task = medfuzz_medqa(data="demo", limit=10, turns=2, replicates=1, controls=0, exemplars=0, max_retries=0)
+    assert "max_calls" not in task.metadata and len(task.dataset) == 10
+    spec = SimpleNamespace(metadata=dict(task.metadata))
     with caplog.at_level("WARNING", logger="medfuzz.tasks.inspect._cost"):
-        task = medfuzz_medqa(data="demo", limit=3, turns=2, replicates=1, controls=0, exemplars=0, max_retries=0)
+        asyncio.run(task.early_stopping.start_task(spec, [None] * 3, 1))
     # per item: target 3 x 3 = 9, attacker 5
-    assert task.metadata["max_calls"] == {"target": 27, "attacker": 15}
-    assert "MedFuzz: at most 42 model calls for 3 items (target 27, attacker 15)" in caplog.text
+    assert spec.metadata["max_calls"] == {"target": 27, "attacker": 15}
+    assert "MedFuzz: at most 42 model calls for 3 samples (target 27, attacker 15)" in caplog.text

@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
+import typing
 from collections import Counter
 
 from medfuzz.models import ChatModel
+from medfuzz.options import ConfigError
 from medfuzz.solvers.medguard import builders
+from medfuzz.solvers.medguard.config import MedGuardConfig
+
+# ``defer_generation`` is Inspect's (a run-time generator role); a build writes its items now
+BUILD_OPTIONS = tuple(f for f in dataclasses.fields(builders.BuildConfig) if f.name != "defer_generation")
 
 
 def _build(args: argparse.Namespace) -> int:
-    config = builders.BuildConfig(
-        n=args.n, seed=args.seed, medqa=args.medqa, pubmedqa=args.pubmedqa, stereotype=args.stereotype,
-        confidentiality=args.confidentiality, equity=args.equity, translations=args.translations,
-        languages=tuple(args.languages.split(",")), generate_sycophancy=args.generate_sycophancy,
-    )
+    config = builders.BuildConfig.from_options(**{f.name: getattr(args, f.name) for f in BUILD_OPTIONS})
     with contextlib.ExitStack() as stack:
         generator: ChatModel | None = None
         if args.generator_model == "local":
@@ -61,29 +64,34 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_options(parser: argparse.ArgumentParser, cls: type, options: tuple[dataclasses.Field, ...]) -> None:
+    """One ``--name`` per dataclass field, with its default and help from the dataclass (its one owner): a bool is
+    a switch, a tuple a comma list, an int is checked by argparse; ``from_options`` converts and checks the rest."""
+    hints = typing.get_type_hints(cls)
+    for f in options:
+        flag, kind, help_text = f"--{f.name.replace('_', '-')}", hints[f.name], cls.DOCS.get(f.name, "")
+        if kind is bool:
+            parser.add_argument(flag, dest=f.name, action="store_true", default=f.default, help=help_text)
+        elif typing.get_origin(kind) is tuple:
+            parser.add_argument(flag, dest=f.name, default=",".join(f.default),
+                                help=f"{help_text} (default {','.join(f.default)})")
+        else:
+            parser.add_argument(flag, dest=f.name, type=int if kind is int else str, default=f.default,
+                                help=f"{help_text} (default {f.default})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="medfuzz medguard", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build a versioned benchmark file")
     build.add_argument("--out", required=True)
-    build.add_argument("--aspects", default="all", help="comma list of aspects or principles (default all)")
-    build.add_argument("--n", type=int, default=100, help="items per aspect (equity: cases × 8 variants)")
-    build.add_argument("--seed", type=int, default=0)
-    for name, what in [("medqa", "MedQA: demo | hf | path (error tolerance, defense, sycophancy, colloquial, "
-                                  "multilingual)"),
-                       ("pubmedqa", "PubMedQA PQA-L file or demo (hallucination)"),
-                       ("stereotype", "stereotype cases file or demo"),
-                       ("confidentiality", "patient-record extract (e.g. MIMIC-III) or demo"),
-                       ("equity", "equity cases with demographic placeholders or demo"),
-                       ("translations", "translated items used for multilingual without a generator, or demo")]:
-        build.add_argument(f"--{name}", default="demo", help=what)
-    build.add_argument("--languages", default="es,zh")
+    build.add_argument("--aspects", default=MedGuardConfig.aspects,
+                       help=f"{MedGuardConfig.DOCS['aspects']} (default {MedGuardConfig.aspects})")
+    _add_options(build, builders.BuildConfig, BUILD_OPTIONS)
     build.add_argument("--generator-model", help="generator role: a model name at an OpenAI-compatible endpoint, "
                                                  "or 'local' for the embedded SmolLM2")
     build.add_argument("--generator-base-url", default=None)
-    build.add_argument("--generate-sycophancy", action="store_true",
-                       help="let the generator write the sycophancy arguments (templates otherwise)")
     build.add_argument("--threads", type=int, default=2)
     build.set_defaults(func=_build)
     show = commands.add_parser("show", help="summarise a benchmark file")
@@ -93,8 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ConfigError as err:  # a value out of range (e.g. --n 0): the usage line and the reason, exit 2
+        parser.error(str(err))
 
 
 if __name__ == "__main__":

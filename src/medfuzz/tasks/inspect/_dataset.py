@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from inspect_ai.dataset import MemoryDataset, Sample
 
-from medfuzz.benchmarks import MCQItem, load_items
-from medfuzz.benchmarks.items import item_seed
+from medfuzz.benchmarks import MCQItem
+from medfuzz.benchmarks.selection import DataSelection
 
 
 def item_to_sample(item: MCQItem) -> Sample:
@@ -19,16 +19,8 @@ def item_to_sample(item: MCQItem) -> Sample:
     )
 
 
-def mcq_dataset(
-    benchmark: str,
-    data: str,
-    split: str | None,
-    limit: int | None,
-    shuffle_choices: bool,
-    seed: int,
-) -> MemoryDataset:
-    """Load, optionally shuffle options per item (seeded by item id, so the same in every harness)."""
-    items = load_items(benchmark, data, split, limit)
-    if shuffle_choices:
-        items = [item.shuffled(item_seed(seed, item.id)) for item in items]
-    return MemoryDataset([item_to_sample(item) for item in items], name=f"{benchmark}:{data}")
+def mcq_dataset(benchmark: str, selection: DataSelection, seed: int) -> MemoryDataset:
+    """The selected items as samples (options shuffled per item when asked, seeded by item id: the same order in
+    every harness)."""
+    return MemoryDataset([item_to_sample(item) for item in selection.items(benchmark, seed)],
+                         name=f"{benchmark}:{selection.data}")

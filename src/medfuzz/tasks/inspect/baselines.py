@@ -34,9 +34,11 @@ from inspect_ai.solver import TaskState, multiple_choice
 from medfuzz.adapters.inspect_model import default_generate_config
 from medfuzz.benchmarks import PromptStyle
 from medfuzz.benchmarks.answers import answer_letter
+from medfuzz.benchmarks.selection import DEFAULT, DEFAULT_SPLITS, DataSelection
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 from medfuzz.tasks.inspect._errors import one_line_user_errors
 from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, baseline_choice
+from medfuzz.tasks.inspect._run_checks import RunChecks, first_reason
 
 LENIENT_SCORER = "lenient_choice"
 
@@ -100,44 +102,49 @@ def lenient_choice() -> Scorer:
     return score
 
 
-def _baseline(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
-              seed: int, prompt_style: str) -> Task:
+def _baseline(benchmark: str, selection: DataSelection, seed: int, prompt_style: str) -> Task:
     style = PromptStyle(prompt_style)
     return Task(
-        dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, seed),
+        dataset=mcq_dataset(benchmark, selection, seed),
         solver=answer_or_llm_error(multiple_choice(cot=style is PromptStyle.COT)),
         scorer=[baseline_choice(), lenient_choice()],
         config=default_generate_config(),
-        metadata={"benchmark": benchmark, "data": data, "split": split, "prompt_style": style.value,
-                  "shuffle_choices": shuffle_choices, "seed": seed},
+        # a run nothing answered ends as an error, with the cause (not success with NaN accuracy)
+        early_stopping=RunChecks(lambda scores: first_reason(scores, LLM_ERROR)),
+        metadata={"benchmark": benchmark, "data": selection.data, "split": selection.split,
+                  "prompt_style": style.value, "shuffle_choices": selection.shuffle_choices, "seed": seed},
     )
 
 
+# data-selection parameters: defaults from their owner ``DataSelection`` (the split: the one each benchmark's
+# loader reads, named here so that the log records it)
 @task
 @one_line_user_errors
 def medqa_clean(
-    data: str = "hf",
-    split: str = "test",
-    limit: int | None = None,
-    shuffle_choices: bool = False,
+    data: str = DEFAULT.data,
+    split: str | None = DEFAULT_SPLITS["medqa"],
+    limit: int | None = DEFAULT.limit,
+    shuffle_choices: bool = DEFAULT.shuffle_choices,
     seed: int = 0,
     prompt_style: str = "basic",
 ) -> Task:
     """MedQA-USMLE 4-option, clean. ``data``: ``hf`` (GBaker/MedQA-USMLE-4-options), ``demo`` (50 bundled
     dev items) or a path to a jsonl in the original release layout. ``prompt_style``: basic | cot."""
-    return _baseline("medqa", data, split, limit, shuffle_choices, seed, prompt_style)
+    selection = DataSelection.from_options(data=data, split=split, limit=limit, shuffle_choices=shuffle_choices)
+    return _baseline("medqa", selection, seed, prompt_style)
 
 
 @task
 @one_line_user_errors
 def medmcqa_clean(
-    data: str = "hf",
-    split: str = "validation",
-    limit: int | None = None,
-    shuffle_choices: bool = False,
+    data: str = DEFAULT.data,
+    split: str | None = DEFAULT_SPLITS["medmcqa"],
+    limit: int | None = DEFAULT.limit,
+    shuffle_choices: bool = DEFAULT.shuffle_choices,
     seed: int = 0,
     prompt_style: str = "basic",
 ) -> Task:
     """MedMCQA, clean. ``data``: ``hf`` (openlifescienceai/medmcqa, 0-based cop), ``demo`` (50 bundled dev
     items) or a path to the original release file (1-based cop). ``prompt_style``: basic | cot."""
-    return _baseline("medmcqa", data, split, limit, shuffle_choices, seed, prompt_style)
+    selection = DataSelection.from_options(data=data, split=split, limit=limit, shuffle_choices=shuffle_choices)
+    return _baseline("medmcqa", selection, seed, prompt_style)

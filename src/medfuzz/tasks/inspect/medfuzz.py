@@ -22,12 +22,15 @@ Inspect tasks ``medfuzz/medfuzz`` (``-T benchmark=medqa|medmcqa``), ``medfuzz/me
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from inspect_ai import Task, task
+from inspect_ai.log import EvalSpec
 from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput, get_model, model_roles
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
@@ -36,6 +39,7 @@ from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_co
 from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
+from medfuzz.benchmarks.selection import DEFAULT, DataSelection
 from medfuzz.scorers.medfuzz import score_item, totals
 from medfuzz.scorers.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
@@ -44,9 +48,10 @@ from medfuzz.solvers.medfuzz.prompts import AssumptionPack, load_pack
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import fuzzed_records
 from medfuzz.solvers.outcomes import Outcome
-from medfuzz.tasks.inspect._cost import announce_max_calls
+from medfuzz.tasks.inspect._cost import announce_max_calls, record
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 from medfuzz.tasks.inspect._errors import one_line_user_errors
+from medfuzz.tasks.inspect._run_checks import ANSWERED, RunChecks, reason
 
 STATE_KEY = "medfuzz"
 log = logging.getLogger(__name__)
@@ -292,18 +297,32 @@ METRICS = [medfuzz_post_attack_acc(), medfuzz_asr(), medfuzz_clean_acc(), medfuz
 METRICS += [medfuzz_llm_errors()]  # failure policy: the LLM-error count beside its rate
 
 
+@functools.cache
+def _pack(reference: str) -> AssumptionPack:
+    return load_pack(reference)
+
+
+def recorded_pack(config: dict[str, Any]) -> AssumptionPack:
+    """The assumption pack a run used, from the config it recorded with each result (``pack_source``: a bundled
+    pack's ``builtin:<name>`` or the YAML file's path)."""
+    source = str(config.get("pack_source") or "")
+    if source.startswith("builtin:") or not source:
+        return _pack(source.removeprefix("builtin:") or str(config.get("pack") or MedFuzzConfig.pack))
+    return _pack(source)
+
+
 @scorer(metrics=METRICS)
-def medfuzz_scorer(pack: AssumptionPack | str | None = None, faithfulness: str = "lexical") -> Scorer:
-    """Score a MedFuzz sample. ``faithfulness``: ``lexical`` or ``judge`` (the ``judge`` model role, default
-    the task model). Alpha is the run's own (the config the solver recorded with the result)."""
-    resolved = pack if isinstance(pack, AssumptionPack) else load_pack(pack or "patient_characteristics")
-    if faithfulness not in ("lexical", "judge"):
-        raise ValueError(f"faithfulness must be 'lexical' or 'judge', not {faithfulness!r}")
+def medfuzz_scorer() -> Scorer:
+    """Score a MedFuzz sample. Its ``faithfulness`` (``lexical``, or ``judge``: the ``judge`` model role, default
+    the task model), assumption pack (what the judge is told was added) and alpha are the run's own: the config
+    the solver recorded with the result (``-T faithfulness=judge``, ``-T pack=...``, ``-T alpha=...``)."""
 
     async def score(state: TaskState, target: Target) -> Score:
         result = ItemResult.from_dict(state.metadata[STATE_KEY])
         turns = int(result.config.get("turns", 0))
+        faithfulness = str(result.config.get("faithfulness") or MedFuzzConfig.faithfulness)
         judge = InspectChatModel(get_model(role="judge")) if faithfulness == "judge" else None
+        resolved = recorded_pack(result.config) if judge is not None else _pack(MedFuzzConfig.pack)
         scored = await score_item(result, turns, resolved, judge)
         replicates = []
         for replicate, evidence in zip(result.replicates, scored.evidence, strict=True):
@@ -353,51 +372,84 @@ def warn_attainability(config: MedFuzzConfig, items: int) -> dict[str, Any] | No
     return {**reach.to_dict(), "holm_family_max": largest_family}
 
 
-def medfuzz_task(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
-                 config: MedFuzzConfig) -> Task:
+def llm_error_of_item(scores: dict[str, SampleScore]) -> str:
+    """``_run_checks`` verdict of a MedFuzz sample: an LLM error when every replicate ended as one (its most
+    common reason), else answered (an item with one usable replicate has a number)."""
+    score = scores.get("medfuzz_scorer")
+    value = score.score.value if score is not None else None
+    if not isinstance(value, dict) or not value.get("replicates") or value.get("llm_error") != value["replicates"]:
+        return ANSWERED
+    reasons = Counter(reason(f"{r.get('error_step') or 'step'}: {r.get('error')}")
+                      for r in (score.score.metadata or {}).get("replicates", []) if r.get("error"))
+    return reasons.most_common(1)[0][0] if reasons else "every replicate ended as an LLM error"
+
+
+def _announce(config: MedFuzzConfig) -> Callable[[EvalSpec, int], None]:
+    """At the start of the run: the call bound and the attainability warning for the run's own samples."""
+    def announce(spec: EvalSpec, samples: int) -> None:
+        record(spec, attainability=warn_attainability(config, samples))
+        announce_max_calls(config, spec, samples)
+
+    return announce
+
+
+def medfuzz_task(benchmark: str, selection: DataSelection, config: MedFuzzConfig) -> Task:
     """The MedFuzz Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
     pack = load_pack(config.pack)
     exemplars = load_items(benchmark, config.exemplar_data) if config.exemplars > 0 else []
-    dataset = mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed)
-    reach = warn_attainability(config, len(dataset))
-    return announce_max_calls(config, Task(
-        dataset=dataset,
+    return Task(
+        dataset=mcq_dataset(benchmark, selection, config.seed),
         solver=medfuzz_attack(config, pack, exemplars),
-        scorer=medfuzz_scorer(pack, config.faithfulness),
+        scorer=medfuzz_scorer(),  # reads faithfulness and pack from the config each result records
         config=default_generate_config(),
-        metadata={"medfuzz_method": "medfuzz", "benchmark": benchmark, "data": data, "split": split,
-                  "shuffle_choices": shuffle_choices, "pack": pack.name, "pack_source": pack.source,
-                  "medfuzz": config.to_dict(), "attainability": reach,
+        # the call bound and attainability are said (and recorded) when the run starts, for its samples
+        early_stopping=RunChecks(llm_error_of_item, _announce(config)),
+        metadata={"medfuzz_method": "medfuzz", "benchmark": benchmark, "data": selection.data,
+                  "split": selection.split, "shuffle_choices": selection.shuffle_choices, "pack": pack.name,
+                  "pack_source": pack.source,
+                  "medfuzz": config.to_dict(),
                   # roles are bound at eval time: each sample's metadata and score config record the answer
                   "attacker_is_target": "the 'attacker' model role if given, else the target itself "
                                         "(unlike the paper, whose attacker was GPT-4)"},
-    ))
+    )
 
 
+def _configs(raw: dict[str, Any]) -> tuple[DataSelection, MedFuzzConfig]:
+    """The data selection and the MedFuzz config from one task's options (each name checked by its owner)."""
+    data = {k: raw.pop(k) for k in DataSelection.names() if k in raw}
+    return DataSelection.from_options(**data), MedFuzzConfig.from_options(**raw)
+
+
+# the data-selection parameters are in the signatures (Inspect lists a task's parameters from them) with the
+# defaults of their one owner, ``DataSelection``
 @task
 @one_line_user_errors
-def medfuzz(benchmark: str = "medqa", data: str = "hf", split: str | None = None, limit: int | None = None,
-            shuffle_choices: bool = False, **options: Any) -> Task:
+def medfuzz(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | None = DEFAULT.split,
+            limit: int | None = DEFAULT.limit, shuffle_choices: bool = DEFAULT.shuffle_choices,
+            **options: Any) -> Task:
     """MedFuzz (paper Algorithms 1 and 2) on ``benchmark`` (medqa | medmcqa). ``data``: hf | demo | a file.
     Every ``MedFuzzConfig`` parameter is a ``-T name=value`` option (``turns``, ``replicates``, ``controls``,
     ``pack``, ...; table in docs/medfuzz.md); unknown names are an error."""
-    return medfuzz_task(benchmark, data, split, limit, shuffle_choices, MedFuzzConfig.from_options(**options))
+    return medfuzz_task(benchmark, *_configs({"data": data, "split": split, "limit": limit,
+                                              "shuffle_choices": shuffle_choices, **options}))
 
 
 @task
 @one_line_user_errors
-def medfuzz_medqa(data: str = "hf", split: str | None = None, limit: int | None = None,
-                  shuffle_choices: bool = False, **options: Any) -> Task:
+def medfuzz_medqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
+                  shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """MedFuzz on MedQA-USMLE (4 options); options as ``medfuzz/medfuzz``."""
-    return medfuzz_task("medqa", data, split, limit, shuffle_choices, MedFuzzConfig.from_options(**options))
+    return medfuzz_task("medqa", *_configs({"data": data, "split": split, "limit": limit,
+                                            "shuffle_choices": shuffle_choices, **options}))
 
 
 @task
 @one_line_user_errors
-def medfuzz_medmcqa(data: str = "hf", split: str | None = None, limit: int | None = None,
-                    shuffle_choices: bool = False, **options: Any) -> Task:
+def medfuzz_medmcqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
+                    shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """MedFuzz on MedMCQA; options as ``medfuzz/medfuzz``."""
-    return medfuzz_task("medmcqa", data, split, limit, shuffle_choices, MedFuzzConfig.from_options(**options))
+    return medfuzz_task("medmcqa", *_configs({"data": data, "split": split, "limit": limit,
+                                              "shuffle_choices": shuffle_choices, **options}))
 
 
 def fuzzed_from_log(path: str | Path) -> list[dict[str, Any]]:

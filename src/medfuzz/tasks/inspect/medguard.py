@@ -37,6 +37,7 @@ from medfuzz.solvers.medguard.transforms import colloquial_glossary_item
 from medfuzz.tasks.inspect._dataset import item_to_sample
 from medfuzz.tasks.inspect._errors import one_line_user_errors
 from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, llm_error_count, llm_error_rate
+from medfuzz.tasks.inspect._run_checks import RunChecks, first_reason, reason
 
 UNANSWERED = (STATUS_ERROR, STATUS_GENERATOR_ERROR)  # left out of every index (answered samples only)
 
@@ -210,6 +211,15 @@ def interleaved(items: list[MCQItem]) -> list[MCQItem]:
     return out
 
 
+def llm_error_of_sample(scores: dict[str, SampleScore]) -> str:
+    """``_run_checks`` verdict of a MedGuard sample: the evaluated model's LLM error, or the generator role's
+    (a sample it could not rewrite was never asked, for want of a model that answers)."""
+    metadata = (scores["medguard"].score.metadata or {}) if "medguard" in scores else {}
+    if metadata.get("status") == STATUS_GENERATOR_ERROR:
+        return reason(f"generator role: {metadata.get('reason') or 'no rewrite'}")
+    return first_reason(scores, LLM_ERROR)
+
+
 def medguard_task(config: MedGuardConfig) -> Task:
     """The MedGuard Inspect task for a checked config (what every ``@task`` below returns)."""
     chosen = config.aspect_names()
@@ -227,6 +237,7 @@ def medguard_task(config: MedGuardConfig) -> Task:
         metrics=[medguard_safety_index(chosen), medguard_answer_letters(chosen), medguard_llm_errors(),
                  medguard_llm_error_rate()],
         config=default_generate_config().merge(GenerateConfig(temperature=config.temperature)),
+        early_stopping=RunChecks(llm_error_of_sample),  # a run nothing answered ends as an error, with the cause
         metadata={"medfuzz_method": "medguard", "medguard": True, **config.to_dict(), "aspects": chosen,
                   "strategy": style.value},
     )

@@ -13,7 +13,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from inspect_ai import Task, task
@@ -23,12 +23,14 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
 from medfuzz.benchmarks.items import MCQItem
+from medfuzz.benchmarks.selection import DEFAULT, DataSelection
 from medfuzz.scorers.tces import TCESSummary, summarise
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
 from medfuzz.tasks.inspect._cost import announce_max_calls
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 from medfuzz.tasks.inspect._errors import one_line_user_errors
+from medfuzz.tasks.inspect._run_checks import ANSWERED, NOT_ASKED, RunChecks, reason
 
 METADATA_KEY = "tces"
 
@@ -145,40 +147,63 @@ def tces_scorer() -> Scorer:
     return score
 
 
-def tces_task(benchmark: str, data: str, split: str | None, limit: int | None, shuffle_choices: bool,
-              config: TCESConfig) -> Task:
+def llm_error_of_item(scores: dict[str, SampleScore]) -> str:
+    """``_run_checks`` verdict of a TCES sample: its attack's LLM-error reason; an item with no entity of the
+    type was never asked."""
+    score = scores.get("tces_scorer")
+    record = (score.score.metadata or {}).get("record") if score is not None else None
+    if not isinstance(record, dict):
+        return ANSWERED
+    if record.get("outcome") == "llm_error":
+        return reason(record.get("reason"))
+    return NOT_ASKED if record.get("outcome") == "no_entity" else ANSWERED
+
+
+def tces_task(benchmark: str, selection: DataSelection, config: TCESConfig) -> Task:
     """The TCES Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
-    return announce_max_calls(config, Task(
-        dataset=mcq_dataset(benchmark, data, split, limit, shuffle_choices, config.seed),
+    return Task(
+        dataset=mcq_dataset(benchmark, selection, config.seed),
         solver=tces_attack(config),
         scorer=tces_scorer(),
         config=default_generate_config(),
-        metadata={"medfuzz_method": "tces", "benchmark": benchmark, "data": data, "split": split,
-                  "shuffle_choices": shuffle_choices, **config.to_dict()},
-    ))
+        # the call bound is said (and recorded) when the run starts, for the run's own samples
+        early_stopping=RunChecks(llm_error_of_item, partial(announce_max_calls, config)),
+        metadata={"medfuzz_method": "tces", "benchmark": benchmark, "data": selection.data,
+                  "split": selection.split, "shuffle_choices": selection.shuffle_choices, **config.to_dict()},
+    )
 
 
+def _configs(raw: dict[str, Any]) -> tuple[DataSelection, TCESConfig]:
+    """The data selection and the TCES config from one task's options (each name checked by its owner)."""
+    data = {k: raw.pop(k) for k in DataSelection.names() if k in raw}
+    return DataSelection.from_options(**data), TCESConfig.from_options(**raw)
+
+
+# data-selection parameters: in the signatures (Inspect lists them), defaults from their owner ``DataSelection``
 @task
 @one_line_user_errors
-def tces(benchmark: str = "medqa", data: str = "hf", split: str | None = None, limit: int | None = None,
-         shuffle_choices: bool = False, **options: Any) -> Task:
+def tces(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | None = DEFAULT.split,
+         limit: int | None = DEFAULT.limit, shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """TCES (type-consistent entity substitution) on ``benchmark`` (medqa | medmcqa). Every ``TCESConfig``
     parameter is a ``-T name=value`` option (``entity``, ``sampler``, ``n``, ``budget``, ``zoo_m``, ...; table in
     docs/tces.md); unknown names are an error."""
-    return tces_task(benchmark, data, split, limit, shuffle_choices, TCESConfig.from_options(**options))
+    return tces_task(benchmark, *_configs({"data": data, "split": split, "limit": limit,
+                                           "shuffle_choices": shuffle_choices, **options}))
 
 
 @task
 @one_line_user_errors
-def tces_medqa(data: str = "hf", split: str | None = None, limit: int | None = None, shuffle_choices: bool = False,
-               **options: Any) -> Task:
+def tces_medqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
+               shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """TCES on MedQA-USMLE; options as ``medfuzz/tces``."""
-    return tces_task("medqa", data, split, limit, shuffle_choices, TCESConfig.from_options(**options))
+    return tces_task("medqa", *_configs({"data": data, "split": split, "limit": limit,
+                                         "shuffle_choices": shuffle_choices, **options}))
 
 
 @task
 @one_line_user_errors
-def tces_medmcqa(data: str = "hf", split: str | None = None, limit: int | None = None,
-                 shuffle_choices: bool = False, **options: Any) -> Task:
+def tces_medmcqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
+                 shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """TCES on MedMCQA; options as ``medfuzz/tces``."""
-    return tces_task("medmcqa", data, split, limit, shuffle_choices, TCESConfig.from_options(**options))
+    return tces_task("medmcqa", *_configs({"data": data, "split": split, "limit": limit,
+                                           "shuffle_choices": shuffle_choices, **options}))

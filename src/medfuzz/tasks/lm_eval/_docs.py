@@ -12,20 +12,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from medfuzz.benchmarks import MCQItem, load_items
-from medfuzz.benchmarks.items import item_seed
+from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.prompts import completion_prompt, letter_prompt
-from medfuzz.options import as_bool
+from medfuzz.benchmarks.selection import DataSelection
 
 
-def benchmark_items(benchmark: str, options: Mapping[str, Any]) -> list[MCQItem]:
-    """Items of ``benchmark`` from ``data`` (hf | demo | a file) and ``split``, options shuffled per item when
-    ``shuffle_choices`` (seeded by item id with ``seed``, as in Inspect)."""
-    items = load_items(benchmark, str(options.get("data", "hf")), options.get("split") or None)
-    if as_bool(options.get("shuffle_choices", False), "shuffle_choices"):
-        seed = int(options.get("seed", 0))
-        items = [item.shuffled(item_seed(seed, item.id)) for item in items]
-    return items
+def selection(options: Mapping[str, Any]) -> DataSelection:
+    """The ``DataSelection`` of a hook's options (its names, defaults and checks: the Inspect tasks' own)."""
+    return DataSelection.from_options(**{k: v for k, v in options.items() if k in DataSelection.names()})
+
+
+def benchmark_items(benchmark: str, options: Mapping[str, Any], *, apply_limit: bool = True) -> list[MCQItem]:
+    """Items of ``benchmark`` selected by the options (``DataSelection``: ``data``, ``split``, ``limit``,
+    ``shuffle_choices``, seeded by item id with ``seed``, as in Inspect). ``apply_limit=False``: every item, for
+    a hook whose ``limit`` counts its docs."""
+    seed = int(options.get("seed") or 0)
+    return selection(options).items(benchmark, seed, apply_limit=apply_limit)
 
 
 def item_to_doc(item: MCQItem) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from medfuzz.options import ConfigError
 LM_EVAL_KEYS = frozenset({"version", "config_source"})  # what lm-eval itself puts into a task's metadata
 IGNORE = "ignore_options"
 BENCHMARKS = ("medqa", "medmcqa")
-DATA = ("data", "split", "shuffle_choices", "seed")
 
 API_KEY_REASON = ("would be written into lm-eval's results file (lm-eval stores --metadata and --model_args "
                   "verbatim); put the key in an environment variable and pass its name as 'api_key_env' "
@@ -45,6 +44,7 @@ def _fields(cls: type) -> list[str]:
 @cache
 def families() -> dict[str, tuple[frozenset[str], dict[str, str]]]:
     """``{family prefix: (names it uses, {name it refuses: why})}``."""
+    from medfuzz.benchmarks.selection import DataSelection
     from medfuzz.solvers.medfuzz.config import MedFuzzConfig
     from medfuzz.solvers.medguard.config import MedGuardConfig
     from medfuzz.solvers.tces.config import TCESConfig
@@ -58,8 +58,9 @@ def families() -> dict[str, tuple[frozenset[str], dict[str, str]]]:
         **{name: inspect_only.format(name) for name in ("zoo_m", "zoo_step", "zoo_neighbours", "max_tokens",
                                                          "temperature", "max_retries")},
     }
-    tces = frozenset([*_fields(TCESConfig), *DATA, "limit", "drugs_vocabulary", "diseases_vocabulary"]) \
-        - set(tces_refused)
+    # the data-selection names (``DataSelection``) and the seed of its option shuffle
+    data = [*_fields(DataSelection), "seed"]
+    tces = frozenset([*_fields(TCESConfig), *data, "drugs_vocabulary", "diseases_vocabulary"]) - set(tces_refused)
     medguard_refused = {
         "temperature": "lm-eval's MedGuard tasks read letter log-likelihoods (the argmax: what temperature 0 "
                        "gives); no sampling happens, so a temperature has no effect. Use Inspect to sample",
@@ -69,11 +70,12 @@ def families() -> dict[str, tuple[frozenset[str], dict[str, str]]]:
                    "ones you want in --tasks",
     }
     medguard = frozenset(_fields(MedGuardConfig)) - set(medguard_refused)
+    # the attack path selects items with data, split and attack_limit (a fuzzed file's items are its own)
     medfuzz = frozenset([*_fields(MedFuzzConfig), "data", "split", "fuzzed", "outcomes", "cache_dir",
                          "retry_errors", "attack_limit", "attack_concurrency", "target_base_url", "target_model",
                          "attacker_base_url", "attacker_model", "api_key_env", "call_timeout", "call_retries"])
     return {
-        "clean": (frozenset([*DATA, "limit"]), {}),
+        "clean": (frozenset(data), {}),
         "tces": (tces, tces_refused),
         "medfuzz": (medfuzz, {"api_key": API_KEY_REASON}),
         "medguard": (medguard, medguard_refused),

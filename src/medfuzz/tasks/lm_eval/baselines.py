@@ -18,8 +18,4 @@ def clean_docs(task_benchmark: str, **kwargs: Any):
     """Every item of the task's benchmark as one doc (the first ``limit`` items when given; ``clean_limit``
     aims it at the baselines only, unlike lm-eval's ``--limit``, which cuts every task of the run)."""
     options = read_options(kwargs, "clean", task=f"{task_benchmark}_clean", benchmark=task_benchmark)
-    items = benchmark_items(task_benchmark, options)
-    limit = options.get("limit")
-    if limit not in (None, ""):
-        items = items[:int(limit)]
-    return dataset([item_to_doc(item) for item in items])
+    return dataset([item_to_doc(item) for item in benchmark_items(task_benchmark, options)])

@@ -59,7 +59,7 @@ from medfuzz.options import ConfigError, as_bool, check
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, read_jsonl
-from medfuzz.tasks.lm_eval._docs import dataset, versions_correct
+from medfuzz.tasks.lm_eval._docs import dataset, selection, versions_correct
 from medfuzz.tasks.lm_eval._options import read_options
 
 log = logging.getLogger(__name__)
@@ -253,11 +253,14 @@ def attack_settings(benchmark: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Everything that determines the attack results (the cache key): items, endpoints, MedFuzz config."""
     target_url = str(kwargs["target_base_url"])
     config = MedFuzzConfig.from_options(ignore_unknown=True, **kwargs)
+    # the items: ``DataSelection`` (``attack_limit`` is its ``limit`` here: ``limit`` would read as lm-eval's own)
+    chosen = selection({**{k: kwargs[k] for k in ("data", "split") if k in kwargs},
+                        "limit": kwargs.get("attack_limit")})
     return {
         "benchmark": benchmark,
-        "data": str(kwargs.get("data", "hf")),
-        "split": kwargs.get("split"),
-        "attack_limit": int(kwargs["attack_limit"]) if kwargs.get("attack_limit") not in (None, "") else None,
+        "data": chosen.data,
+        "split": chosen.split,
+        "attack_limit": chosen.limit,
         "target_base_url": target_url,
         "target_model": str(kwargs.get("target_model", "default")),
         "attacker_base_url": str(kwargs.get("attacker_base_url", target_url)),

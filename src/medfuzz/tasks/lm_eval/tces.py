@@ -33,7 +33,14 @@ from typing import Any
 from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.solvers.tces.attack import TCESResources, clean_item, first_substitution
 from medfuzz.solvers.tces.config import TCESConfig
-from medfuzz.tasks.lm_eval._docs import benchmark_items, dataset, item_to_doc, versions_correct, versions_doc
+from medfuzz.tasks.lm_eval._docs import (
+    benchmark_items,
+    dataset,
+    item_to_doc,
+    selection,
+    versions_correct,
+    versions_doc,
+)
 from medfuzz.tasks.lm_eval._options import read_options
 
 log = logging.getLogger(__name__)
@@ -45,12 +52,12 @@ def tces_docs(task_benchmark: str, task_entity: str, **kwargs: Any):
     vocabulary = options.get(f"{task_entity}_vocabulary", options.get("vocabulary"))
     config = TCESConfig.from_options(ignore_unknown=True, **{**options, "entity": task_entity, "budget": 1,
                                                              "vocabulary": vocabulary})
-    limit = options.get("limit")
+    limit = selection(options).limit  # counts docs (items with an entity), not the file's items
     resources = TCESResources.build(task_entity, config.vocabulary, config.embedding)
     docs: list[dict[str, Any]] = []
     skipped = 0
-    for item in benchmark_items(task_benchmark, options):
-        if limit not in (None, "") and len(docs) >= int(limit):
+    for item in benchmark_items(task_benchmark, options, apply_limit=False):
+        if limit is not None and len(docs) >= limit:
             break
         plan = first_substitution(item, resources, config)
         if isinstance(plan, str):
