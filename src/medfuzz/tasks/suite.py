@@ -276,8 +276,8 @@ def build_tasks(plan: SuitePlan) -> list[tuple[SuiteRun, Any]]:
 
 @dataclass(frozen=True)
 class Bound:
-    """The most model calls the suite can make, per run and role (the tasks' own ``max_calls``; the clean
-    baseline and MedGuard ask one call per sample, plus the generator's rewrites MedGuard defers)."""
+    """The most model calls the suite can make, per run and role (the MedFuzz / TCES configs' ``max_calls``; the
+    clean baseline and MedGuard ask one call per sample, plus the generator's rewrites MedGuard defers)."""
 
     per_run: dict[str, dict[str, int]]
     samples: dict[str, int]
@@ -302,15 +302,33 @@ class Bound:
         return out
 
 
+def method_config(run: SuiteRun) -> Any:
+    """The MedFuzz / TCES config a run's task builds from its args (the data-selection names left out), or None
+    for the methods whose bound is one call per sample."""
+    from medfuzz.benchmarks.selection import DataSelection
+
+    rest = {k: v for k, v in run.args.items() if k not in DataSelection.names()}
+    if run.method == "medfuzz":
+        from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+
+        return MedFuzzConfig.from_options(**rest)
+    if run.method == "tces":
+        from medfuzz.solvers.tces.config import TCESConfig
+
+        return TCESConfig.from_options(**rest)
+    return None
+
+
 def bound(built: Sequence[tuple[SuiteRun, Any]]) -> Bound:
+    """The same ``max_calls`` each MedFuzz / TCES task logs when it starts, for the samples the suite gives it."""
     per_run: dict[str, dict[str, int]] = {}
     samples: dict[str, int] = {}
     for run, task in built:
         n = len(task.dataset)
         samples[run.label] = n
-        recorded = (task.metadata or {}).get("max_calls")
-        if recorded:
-            per_run[run.label] = dict(recorded)
+        config = method_config(run)
+        if config is not None:
+            per_run[run.label] = config.max_calls(n)
         else:  # one answer per sample; MedGuard's deferred rewrites one generator call each
             pending = sum(1 for s in task.dataset if (s.metadata or {}).get("item", {}).get("metadata", {})
                           .get("pending"))
