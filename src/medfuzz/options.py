@@ -16,6 +16,8 @@ import typing
 from collections.abc import Collection, Mapping
 from typing import Any, ClassVar, TypeVar
 
+import yaml
+
 from medfuzz.errors import MedfuzzError
 
 T = TypeVar("T")
@@ -142,3 +144,8 @@ class MethodConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+
+def cli_value(text: str) -> Any:
+    """A ``-T`` value as Inspect's CLI reads it (a YAML scalar: ``8`` int, ``-20.5`` float, ``none`` string)."""
+    return yaml.safe_load(text)

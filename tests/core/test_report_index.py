@@ -335,7 +335,8 @@ def test_failed_and_all_error_runs_carry_a_banner_with_the_cause(failed_report: 
     assert len(denied) == 2 and "HTTP 401" in denied[0] and len(broken) == 2 and "(2 of 2)" in broken[0]
     glance = page[page.index("<section id=glance>"):page.index("</section>")]
     assert "medfuzz-scripted/denied" in glance and "medfuzz-scripted/broken" in glance
-    assert "status</th><td>success" in page  # the all-error run did finish: the banner says why it is empty
+    # the all-error run ends as an error (the run checks), and its banner names the samples' cause
+    assert "status</th><td>error" in page and "status</th><td>success" not in page
     assert not re.search(r">(True|False|None)<", page) and "shuffle_choices no" in page  # no empty reprs
 
 

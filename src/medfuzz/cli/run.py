@@ -22,7 +22,7 @@ from medfuzz.errors import MedfuzzError
 
 
 def _pairs(values: list[str]) -> dict[str, Any]:
-    from medfuzz.tasks.sweep import cli_value
+    from medfuzz.options import cli_value
 
     pairs: dict[str, Any] = {}
     for value in values:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-RENDERERS = ("medfuzz.report.medfuzz", "medfuzz.report.tces", "medfuzz.report.sweep", "medfuzz.report.medguard",
-             "medfuzz.report.compare")
+RENDERERS = {  # the page's section key -> the module that renders it
+    "medfuzz": "medfuzz.report.medfuzz", "tces": "medfuzz.report.tces", "sweep": "medfuzz.tces_studies.sweep_report",
+    "medguard": "medfuzz.report.medguard", "compare": "medfuzz.report.compare",
+}
 
 
 def collect_logs(paths: list[Path]) -> list[Path]:
@@ -37,14 +39,14 @@ def render_all(paths: list[Path], out_dir: Path) -> dict[str, list[Path]]:
     from medfuzz.report._logs import read_once
 
     with read_once():  # every renderer below gets the same parsed logs (each file parsed once)
-        for name in RENDERERS:
+        for key, name in RENDERERS.items():
             try:
                 module = importlib.import_module(name)
             except ModuleNotFoundError as err:
                 if err.name == name:  # that method's reporting is not part of this installation
                     continue
                 raise
-            written[name.rsplit(".", 1)[1]] = module.render(logs, out_dir)
+            written[key] = module.render(logs, out_dir)
         from medfuzz.report.index import write_index
 
         index = write_index(logs, out_dir, written)

@@ -179,14 +179,18 @@ def sample_failure(sample: Any) -> str | None:
 
 def run_problem(log: Any) -> str:
     """The banner of a run whose numbers cannot be read as results, with its cause; empty for a sound run."""
-    if log.status != "success":
-        message = str(getattr(log.error, "message", log.error) or "no error message in the log")
-        return f"Run {log.status}: {message}"
+    # a run stopped by the run checks (tasks/inspect/_run_checks.py: every sample an LLM error) is shown by its
+    # samples' causes, which name the problem more plainly than the exception text; any other failed run by its
+    # error; a finished run whose every sample failed (logs from before the run checks) by its samples
     reasons = [sample_failure(s) for s in log.samples or []]
-    if reasons and all(reasons):
+    stopped_by_checks = log.status != "success" and "AllLLMErrors" in str(getattr(log.error, "message", ""))
+    if reasons and all(reasons) and (log.status == "success" or stopped_by_checks):
         from medfuzz.report.overview import problem_counts
 
         return f"Every sample ended as an LLM error: {problem_counts([str(r) for r in reasons])}"
+    if log.status != "success":
+        message = str(getattr(log.error, "message", log.error) or "no error message in the log")
+        return f"Run {log.status}: {message}"
     return ""
 
 

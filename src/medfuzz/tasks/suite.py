@@ -347,6 +347,19 @@ class SuiteOutcome:
     calls: int  # model calls this invocation made (cache hits not counted)
 
 
+def finished_logs(log_dir: Path) -> set[str]:
+    """Locations of the successful logs already in the folder (to tell reused runs from new ones)."""
+    from inspect_ai.log import list_eval_logs, read_eval_log
+
+    done = set()
+    if log_dir.is_dir():
+        for info in list_eval_logs(str(log_dir)):
+            header = read_eval_log(info, header_only=True)
+            if header.status == "success":
+                done.add(header.location)
+    return done
+
+
 def eval_set_args(plan: SuitePlan) -> dict[str, Any]:
     settings = plan.settings()
     args: dict[str, Any] = {"display": plan.display, **LEVELS[plan.level].generate}
@@ -362,10 +375,8 @@ def run_suite(plan: SuitePlan, built: Sequence[tuple[SuiteRun, Any]], model: str
     model string (the embedded server's, once started)."""
     from inspect_ai import eval_set
 
-    from medfuzz.tasks.sweep import _finished
-
     log_dir = plan.out / "inspect"
-    before = _finished(log_dir)
+    before = finished_logs(log_dir)
     success, logs = eval_set([task for _, task in built], log_dir=str(log_dir), model=model,
                              model_roles=plan.model_roles() or None, **eval_set_args(plan))
     by_label = {}

@@ -8,7 +8,7 @@ All runs go to Inspect's own ``eval_set`` in one log folder, so running the same
 interruption (Ctrl-C, a crash, a rate limit) runs only what is missing or failed: eval_set pairs each task with
 its log by a task identifier (task name, task args, model, roles, generate config) and reuses the finished ones.
 Each run's task args name its grid point (``entity``, ``sampler``, ``n`` / ``zoo_m``), and the eval metadata
-carries ``medfuzz_sweep`` (the sweep's name), which ``medfuzz.report.sweep`` groups by.
+carries ``medfuzz_sweep`` (the sweep's name), which ``medfuzz.tces_studies.sweep_report`` groups by.
 
 Task args are passed exactly as Inspect's CLI would parse ``-T name=value`` (YAML scalars: ``n=-20`` is the
 integer -20), so ``inspect eval-set`` with the same ``-T`` values finds the same runs (``commands`` prints them).
@@ -24,9 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from medfuzz.options import ConfigError
+from medfuzz.options import ConfigError, cli_value  # noqa: F401 - re-exported for the sweep CLI
 from medfuzz.samplers.vocab import ENTITY_TYPES
 from medfuzz.solvers.tces.config import TCESConfig
 
@@ -37,11 +35,6 @@ TASK = "medfuzz/tces"
 # set by the grid, per run: not accepted among the other options
 GRID_OPTIONS = ("benchmark", "entity", "sampler", "n", "zoo_m", "vocabulary")
 DATA_OPTIONS = ("data", "split", "limit", "shuffle_choices")
-
-
-def cli_value(text: str) -> Any:
-    """A ``-T`` value as Inspect's CLI reads it (a YAML scalar: ``8`` int, ``-20.5`` float, ``none`` string)."""
-    return yaml.safe_load(text)
 
 
 def number(value: float) -> int | float:
@@ -165,17 +158,6 @@ class SweepOutcome:
     reused: int  # runs eval_set found finished in the folder before this call
 
 
-def _finished(log_dir: Path) -> set[str]:
-    """Locations of the successful logs already in the folder (to tell reused runs from new ones)."""
-    from inspect_ai.log import list_eval_logs, read_eval_log
-
-    done = set()
-    if log_dir.is_dir():
-        for info in list_eval_logs(str(log_dir)):
-            header = read_eval_log(info, header_only=True)
-            if header.status == "success":
-                done.add(header.location)
-    return done
 
 
 def run_sweep(sweep: TCESSweep, model: str, log_dir: str | Path, model_roles: Mapping[str, str] | None = None,
@@ -187,7 +169,9 @@ def run_sweep(sweep: TCESSweep, model: str, log_dir: str | Path, model_roles: Ma
     for note in sweep.warnings():
         log.warning("sweep %s: %s", sweep.name, note)
     log_dir = Path(log_dir)
-    before = _finished(log_dir)
+    from medfuzz.tasks.suite import finished_logs
+
+    before = finished_logs(log_dir)
     success, logs = eval_set(sweep.tasks(), log_dir=str(log_dir), model=model, model_roles=dict(model_roles or {}),
                              metadata={SWEEP_KEY: sweep.name}, **eval_set_args)
     reused = sum(entry.location in before for entry in logs)
