@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,48 @@ def test_settings_file_holds_every_resolved_default(tmp_path: Path) -> None:
     assert written["runs"] == [{"label": "clean baseline", "task": "medfuzz/medqa_clean",
                                 "args": {"data": "demo", "limit": 10}}]
     assert written["max_calls"]["total"] == 10 and written["generate"] == dict(LEVELS["quick"].generate)
+
+
+def _stated_bound(summary: str) -> int:
+    """The MedFuzz bound a level's summary states ("at most N calls per MedFuzz item")."""
+    found = re.findall(r"at most ([\d,]+) calls per MedFuzz item", summary)
+    assert len(found) == 1, f"the summary must state one MedFuzz bound per item: {summary!r}"
+    return int(found[0].replace(",", ""))
+
+
+@pytest.mark.parametrize("name", list(LEVELS))
+def test_every_level_states_the_bound_its_medfuzz_options_imply(name: str) -> None:
+    # the summary is what `medfuzz run` prints before the first call: it must not drift from max_calls
+    config = MedFuzzConfig.from_options(**LEVELS[name].medfuzz)
+    assert _stated_bound(LEVELS[name].summary) == sum(config.max_calls(1).values())
+    p_hat = re.findall(r"([\d,]+) (?:of them )?p̂ calls\)", LEVELS[name].summary)
+    if name in ("paper", "direct", "lean"):  # the cost levels also state the target's p-hat calls
+        assert len(p_hat) == 1
+    for stated in p_hat:
+        assert int(stated.replace(",", "")) == config.max_calls(1)["target_significance"]
+
+
+def test_cost_levels_change_only_p_hat_and_replicates_and_cost_less() -> None:
+    paper = MedFuzzConfig.from_options(**LEVELS["paper"].medfuzz)
+    costs = {}
+    for name in ("direct", "lean"):
+        level = LEVELS[name]
+        config = MedFuzzConfig.from_options(**level.medfuzz)
+        # what keeps a level's attacks and controls paired with the paper's (same seeds, same K, M, test, alpha)
+        assert set(level.medfuzz) <= {"pvalue_prompt", "option_orders", "replicates"}
+        assert config.option_orders <= paper.option_orders and config.replicates <= paper.replicates
+        assert config.pvalue_prompt == "direct"
+        # TCES and MedGuard stay at the paper's (they are cheap)
+        assert (level.tces, level.medguard, level.limits, level.generate) == (
+            LEVELS["paper"].tces, LEVELS["paper"].medguard, LEVELS["paper"].limits, LEVELS["paper"].generate)
+        costs[name] = sum(config.max_calls(1).values())
+    assert sum(paper.max_calls(1).values()) > costs["direct"] > costs["lean"]
+
+
+@pytest.mark.parametrize("name", ["direct", "lean"])
+def test_a_cost_level_reaches_the_medfuzz_run_and_its_bound(tmp_path: Path, name: str) -> None:
+    suite = plan(tmp_path, level=name, methods=("medfuzz",), limit=2)
+    (run,) = suite.runs()
+    assert run.args == {"data": "demo", "limit": 2, **LEVELS[name].medfuzz}
+    (built,) = build_tasks(suite)
+    assert bound([built]).per_run["medfuzz"] == MedFuzzConfig.from_options(**LEVELS[name].medfuzz).max_calls(2)

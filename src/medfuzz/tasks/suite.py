@@ -8,9 +8,12 @@ interrupted one; model calls inside an unfinished sample come from the call cach
 Inspect's cache for every call medfuzz's engines make). Nothing here schedules work of its own.
 
 What the suite runs is a *level* (``LEVELS``): the methods' settings, named, with the upper bound of model calls
-each one implies. ``paper`` is every method at its paper's settings (the configs' defaults); ``demo`` is the
-short run of ``medfuzz demo`` on the embedded model (a 135M model with the template attacker: it shows the
-pipeline, not an attack's strength).
+each one implies. ``paper`` is every method at its paper's settings (the configs' defaults); ``direct`` and
+``lean`` are cheaper MedFuzz settings (TCES and MedGuard stay at the paper's: they are cheap) whose bound per item
+and statistical cost are measured on planted effects by ``bench/medfuzz_cost_levels.py`` (docs/medfuzz.md, "Cost
+levels"); ``demo`` is the short run of ``medfuzz demo`` on the embedded model (a 135M model with the template
+attacker: it shows the pipeline, not an attack's strength). Every summary states MedFuzz's bound per item, which
+``tests/core/test_suite.py`` holds equal to ``MedFuzzConfig.max_calls``.
 
 Concurrency and deadlines come from the backend (``backend_for``): one connection and a long deadline for the
 embedded llama.cpp server (it answers one request at a time), more for an OpenAI-compatible server, Inspect's
@@ -54,12 +57,30 @@ class Level:
 LEVELS: dict[str, Level] = {
     "paper": Level(
         "paper", "every method at its paper's settings: MedFuzz K = 5 turns, 5 replicates, M = 30 control fuzzes "
-                 "(sequential test), p̂ from the full dialog over 5 option orders; TCES PDWS n = -20, budget 8, "
-                 "drugs and diseases; MedGuard every aspect"),
+                 "(sequential test), p̂ from the full dialog over 5 option orders (at most 3,270 calls per MedFuzz "
+                 "item, 2,340 of them p̂ calls); TCES PDWS n = -20, budget 8, drugs and diseases; MedGuard "
+                 "every aspect"),
+    # The cheaper MedFuzz levels change only Algorithm 2's p̂ and the number of trajectories: K, M, the
+    # sequential test, alpha and the seeds stay the paper's, so a replicate both levels run makes the same attack
+    # and draws the same control fuzzes (the seeds derive from the item and the replicate, the option orders
+    # are a prefix of the paper's), and only the p-value's precision differs (bench/medfuzz_cost_levels.py).
+    "direct": Level(
+        "direct", "the paper's settings with MedFuzz's p̂ read from the answer letter alone (1 call per option "
+                  "order instead of the 3-call dialog): at most 1,710 calls per MedFuzz item (780 "
+                  "p̂ calls); the same attacks and controls; needs letter log-probabilities from the target, "
+                  "else each draw is one sampled letter (p̂ in steps of 1/5: little power); TCES and MedGuard at "
+                  "the paper's",
+        medfuzz={"pvalue_prompt": "direct"}),
+    "lean": Level(
+        "lean", "direct p̂ over 3 option orders and 3 replicates instead of 5: at most 840 calls per MedFuzz item "
+                "(282 p̂ calls); 3 of the paper's 5 attack trajectories per item (fewer attacks found, "
+                "wider ASR intervals), a noisier p̂ (less power on small effects; the test stays valid); needs "
+                "letter log-probabilities like direct; TCES and MedGuard at the paper's",
+        medfuzz={"pvalue_prompt": "direct", "option_orders": 3, "replicates": 3}),
     "demo": Level(
         "demo", "the demo's short run (medfuzz demo): MedFuzz on 10 items, K = 3, 1 replicate, M = 10 controls "
-                "(too few for any attack to be significant at alpha 0.05), direct p̂, 1 option order; TCES RandS "
-                "and PDWS on 12 items, budget 8; MedGuard 2 items per aspect",
+                "(too few for any attack to be significant at alpha 0.05), direct p̂, 1 option order (at most 82 "
+                "calls per MedFuzz item); TCES RandS and PDWS on 12 items, budget 8; MedGuard 2 items per aspect",
         medfuzz={"turns": 3, "replicates": 1, "exemplars": 0, "controls": 10, "min_controls": 8, "option_orders": 1,
                  "pvalue_prompt": "direct", "max_tokens_scale": 0.25, "require_confidences": False,
                  "max_retries": 1},
@@ -72,7 +93,8 @@ LEVELS: dict[str, Level] = {
 }
 LEVELS["quick"] = Level(
     "quick", "the smallest run that touches every method (the end-to-end tests): the demo's settings on 2 "
-             "MedFuzz items, TCES drugs with RandS on 10 items, MedGuard 1 item per aspect",
+             "MedFuzz items (at most 82 calls per MedFuzz item), TCES drugs with RandS on 10 items, MedGuard 1 "
+             "item per aspect",
     medfuzz=LEVELS["demo"].medfuzz, tces=LEVELS["demo"].tces[:1],
     limits={"baseline": 10, "tces": 10, "medfuzz": 2, "medguard": 1}, generate=LEVELS["demo"].generate)
 
