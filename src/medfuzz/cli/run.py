@@ -97,7 +97,7 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
     started = time.monotonic()
     lm = suite.LmEvalPlan.parse(lm_eval, threads) if lm_eval else None
     built = suite.build_tasks(plan)
-    bound = suite.bound(built)
+    bound = suite.bound(built, plan.models)
     settings_path = suite.write_settings(plan, bound)
     settings = plan.settings()
     backend = plan.backend
@@ -117,22 +117,25 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
     out_lm: Path | None = None
     try:
         with contextlib.ExitStack() as stack:
-            model = plan.model
+            models = list(plan.models)
             if plan.model == suite.EMBEDDED:
                 from medfuzz.models.local import start_server
 
                 server = stack.enter_context(start_server(threads=threads, log_path=plan.out / "server.log"))
                 os.environ.update(server.inspect_env())
-                model = server.inspect_model
+                models = [server.inspect_model]
                 print(f"embedded model serving at {server.base_url} (stopped when this run ends)", flush=True)
-            progress = stack.enter_context(SuiteProgress(bound, show=plan.display == "none"))
-            outcome = suite.run_suite(plan, built, model, progress)
+            progress = stack.enter_context(SuiteProgress(bound, show=plan.display == "none",
+                                                         several_models=len(models) > 1))
+            outcome = suite.run_suite(plan, built, models, progress)
             if any(entry.status == "cancelled" for entry in outcome.logs.values()):
                 raise KeyboardInterrupt  # Inspect ends a run on Ctrl-C and returns what it has
         print(f"Inspect: {len(outcome.logs)} runs in {plan.out / 'inspect'} ({outcome.reused} found finished and "
               f"reused); {progress.calls:,} model calls paid now, {progress.tokens:,} tokens "
               f"[{time.monotonic() - started:.0f} s]", flush=True)
-        if lm is not None:
+        if lm is not None and len(models) > 1:
+            print("--lm-eval: skipped with several --model values (one lm-eval model per run)", flush=True)
+        elif lm is not None:
             from medfuzz.solvers.medfuzz.store import ATTACKED
 
             fuzzed = outcome.logs.get("medfuzz")
@@ -189,13 +192,15 @@ def add_parser(commands: Any) -> None:
                     "Inspect eval set, optionally lm-eval too, then the report", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--model", required=True, help="any Inspect model (openai/gpt-4o, openai-api/vllm/NAME, "
-                                                     "anthropic/...) or 'embedded' (SmolLM2, started here)")
+                                                     "anthropic/...), several comma-separated (one eval set; the "
+                                                     "report compares them), or 'embedded' (SmolLM2, started here)")
     run.add_argument("--attacker", default=None,
                      help="MedFuzz's attacker: an Inspect model, or 'template' (no LLM; the demo's). Default: the "
                           "target attacks itself")
     run.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     run.add_argument("--level", default="paper", choices=tuple(LEVELS),
-                     help="named settings; " + "; ".join(f"{name}: {level.summary}" for name, level in LEVELS.items()))
+                     help="named settings of every method, printed with their bound before the first call "
+                          "(docs/medfuzz.md, Cost levels): " + ", ".join(LEVELS))
     run.add_argument("--data", default="hf", help="MedQA source: hf (the test split), demo (50 bundled items) or a "
                                                    "file in the release or HF layout")
     run.add_argument("--limit", type=int, default=None, help="items per method (MedGuard: per aspect); default: the "

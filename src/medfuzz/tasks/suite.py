@@ -166,10 +166,35 @@ class SuitePlan:
             raise ConfigError(f"--level: {self.level!r} is not one of {list(LEVELS)}")
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"--limit must be at least 1, got {self.limit}")
+        if not all(self.models):
+            raise ConfigError(f"--model {self.model!r}: an empty model name")
+        if EMBEDDED in self.models and len(self.models) > 1:
+            raise ConfigError("--model embedded runs alone (it is started by this command); serve it with "
+                              "`medfuzz serve` to compare it with other models in one eval set")
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """``--model A,B``: every model runs every task, as one eval set (Inspect runs one task per model at a
+        time by default)."""
+        return tuple(m.strip() for m in self.model.split(","))
 
     @property
     def backend(self) -> Backend:
-        return backend_for(self.model)
+        """The backend's defaults; with several models the most careful of theirs (the fewest connections, the
+        longest deadline), since eval_set applies one setting to every model."""
+        backends = [backend_for(m) for m in self.models]
+        if len(backends) == 1:
+            return backends[0]
+        connections = [b.max_connections for b in backends if b.max_connections is not None]
+        deadlines = [b.attempt_timeout for b in backends if b.attempt_timeout is not None]
+        samples = [b.max_samples for b in backends if b.max_samples is not None]
+        return Backend(" + ".join(sorted({b.kind for b in backends})), min(connections, default=None),
+                       max(deadlines, default=None), min(samples, default=None),
+                       "several models in one eval set: the most careful of their defaults")
+
+    def run_key(self, label: str, model: str) -> str:
+        """A run's name in the suite: its label, with the model when several models run."""
+        return label if len(self.models) == 1 else f"{label} · {model}"
 
     def limit_for(self, method: str) -> int | None:
         if method in self.limits:
@@ -238,7 +263,8 @@ class SuitePlan:
         """Everything the run was started with, defaults resolved (written to ``OUT/run.json``)."""
         backend = self.backend
         return {
-            "model": self.model, "attacker": self.attacker, "model_roles": self.model_roles(),
+            "model": self.model, "models": list(self.models), "attacker": self.attacker,
+            "model_roles": self.model_roles(),
             "methods": list(self.methods), "level": self.level, "level_summary": LEVELS[self.level].summary,
             "data": self.data, "limit": self.limit, "limits": {m: self.limit_for(m) for m in self.methods},
             "options": dict(self.options), "generate": dict(LEVELS[self.level].generate),
@@ -341,20 +367,24 @@ def method_config(run: SuiteRun) -> Any:
     return None
 
 
-def bound(built: Sequence[tuple[SuiteRun, Any]]) -> Bound:
-    """The same ``max_calls`` each MedFuzz / TCES task logs when it starts, for the samples the suite gives it."""
+def bound(built: Sequence[tuple[SuiteRun, Any]], models: Sequence[str] = ("",)) -> Bound:
+    """The same ``max_calls`` each MedFuzz / TCES task logs when it starts, for the samples the suite gives it;
+    one entry per run and model (keyed as ``SuitePlan.run_key`` names them; ``models`` default: one model)."""
     per_run: dict[str, dict[str, int]] = {}
     samples: dict[str, int] = {}
     for run, task in built:
         n = len(task.dataset)
-        samples[run.label] = n
         config = method_config(run)
         if config is not None:
-            per_run[run.label] = config.max_calls(n)
+            calls = config.max_calls(n)
         else:  # one answer per sample; MedGuard's deferred rewrites one generator call each
             pending = sum(1 for s in task.dataset if (s.metadata or {}).get("item", {}).get("metadata", {})
                           .get("pending"))
-            per_run[run.label] = {"target": n, **({"generator": pending} if pending else {})}
+            calls = {"target": n, **({"generator": pending} if pending else {})}
+        for model in models:
+            key = run.label if len(models) == 1 else f"{run.label} · {model}"
+            samples[key] = n
+            per_run[key] = dict(calls)
     return Bound(per_run, samples)
 
 
@@ -391,21 +421,22 @@ def eval_set_args(plan: SuitePlan) -> dict[str, Any]:
     return args
 
 
-def run_suite(plan: SuitePlan, built: Sequence[tuple[SuiteRun, Any]], model: str,
+def run_suite(plan: SuitePlan, built: Sequence[tuple[SuiteRun, Any]], models: Sequence[str],
               progress: Any | None = None) -> SuiteOutcome:
-    """Run (or resume) the suite's Inspect tasks as one eval set in ``OUT/inspect``; ``model`` is the Inspect
-    model string (the embedded server's, once started)."""
+    """Run (or resume) the suite's Inspect tasks as one eval set in ``OUT/inspect``; ``models`` are the Inspect
+    model strings (the embedded server's, once started)."""
     from inspect_ai import eval_set
 
     log_dir = plan.out / "inspect"
     before = finished_logs(log_dir)
-    success, logs = eval_set([task for _, task in built], log_dir=str(log_dir), model=model,
+    success, logs = eval_set([task for _, task in built], log_dir=str(log_dir),
+                             model=list(models) if len(models) > 1 else models[0],
                              model_roles=plan.model_roles() or None, **eval_set_args(plan))
     by_label = {}
     for entry in logs:
         label = (entry.eval.metadata or {}).get(SUITE_KEY)
         if label:
-            by_label[label] = entry
+            by_label[label if len(models) == 1 else f"{label} · {entry.eval.model}"] = entry
     reused = sum(entry.location in before for entry in logs)
     return SuiteOutcome(success=success, logs=by_label, reused=reused, calls=progress.calls if progress else 0)
 

@@ -41,6 +41,7 @@ class SuiteProgress:
 
     bound: Bound
     show: bool = True
+    several_models: bool = False  # runs are keyed "label · model" (SuitePlan.run_key)
     calls: int = 0
     cached: int = 0
     tokens: int = 0
@@ -74,7 +75,9 @@ class SuiteProgress:
             self._bar.close()
 
     # -- events
-    def task_started(self, eval_id: str, label: str | None, samples: int) -> None:
+    def task_started(self, eval_id: str, label: str | None, samples: int, model: str = "") -> None:
+        if label is not None and self.several_models:
+            label = f"{label} · {model}"
         if label is None or label not in self.runs:
             return
         self._eval_labels[eval_id] = label
@@ -139,7 +142,7 @@ class SuiteProgressHooks(Hooks):
         if _active is not None:
             ids = data.spec.dataset.sample_ids
             samples = len(ids) if ids is not None else (data.spec.dataset.samples or 0)
-            _active.task_started(data.eval_id, (data.spec.metadata or {}).get(SUITE_KEY), samples)
+            _active.task_started(data.eval_id, (data.spec.metadata or {}).get(SUITE_KEY), samples, data.spec.model)
 
     async def on_model_usage(self, data: ModelUsageData) -> None:
         if _active is not None:
