@@ -140,3 +140,16 @@ def test_a_cost_level_reaches_the_medfuzz_run_and_its_bound(tmp_path: Path, name
     assert run.args == {"data": "demo", "limit": 2, **LEVELS[name].medfuzz}
     (built,) = build_tasks(suite)
     assert bound([built]).per_run["medfuzz"] == MedFuzzConfig.from_options(**LEVELS[name].medfuzz).max_calls(2)
+
+
+def test_run_command_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A typo in an option and a provider's missing key end ``medfuzz run`` with one line, before any call."""
+    from medfuzz.cli import main
+
+    monkeypatch.delenv("NOWHERE_API_KEY", raising=False)
+    common = ["run", "--methods", "baseline", "--data", "demo", "--limit", "1", "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit, match=r"^medfuzz run: --option prompt_styl: .*'prompt_style'"):
+        main([*common, "--model", "openai-api/nowhere/x", "-T", "prompt_styl=cot"])
+    with pytest.raises(SystemExit, match=r"(?s)^medfuzz run: .*NOWHERE_API_KEY"):
+        main([*common, "--model", "openai-api/nowhere/x", "--display", "plain"])
+    assert not list((tmp_path / "out").glob("inspect/*.eval"))  # nothing ran

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -96,26 +97,28 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
 
     started = time.monotonic()
     lm = suite.LmEvalPlan.parse(lm_eval, threads) if lm_eval else None
-    built = suite.build_tasks(plan)
-    bound = suite.bound(built, plan.models)
-    settings_path = suite.write_settings(plan, bound)
-    settings = plan.settings()
-    backend = plan.backend
-    print(f"medfuzz run: {plan.model} ({backend.kind}); level {plan.level}: {suite.LEVELS[plan.level].summary}",
-          flush=True)
-    if plan.model_roles():
-        print(f"  attacker: {plan.model_roles()['attacker']}", flush=True)
-    elif "medfuzz" in plan.methods:
-        print("  attacker: the target itself (no --attacker; the paper's attacker was GPT-4)", flush=True)
-    print(f"  max_connections {settings['max_connections'] or 'Inspect default'}, attempt_timeout "
-          f"{settings['attempt_timeout']} s, max_samples {settings['max_samples'] or 'Inspect default'} "
-          f"({backend.why}); settings in {settings_path}", flush=True)
-    print("Upper bound on model calls before the first call (attacks that stop early make fewer):", flush=True)
-    for line in bound.lines():
-        print(line, flush=True)
-    outcome = None
     out_lm: Path | None = None
-    try:
+    try:  # from the first step: Ctrl-C while the tasks load (TCES embeds its vocabulary) ends as cleanly
+        settings = plan.settings()
+        backend = plan.backend
+        print(f"medfuzz run: {plan.model} ({backend.kind}); level {plan.level}: {suite.LEVELS[plan.level].summary}",
+              flush=True)
+        if plan.model_roles():
+            print(f"  attacker: {plan.model_roles()['attacker']}", flush=True)
+        elif "medfuzz" in plan.methods:
+            print("  attacker: the target itself (no --attacker; the paper's attacker was GPT-4)", flush=True)
+        print(f"  max_connections {settings['max_connections'] or 'Inspect default'}, attempt_timeout "
+              f"{settings['attempt_timeout']} s, max_samples {settings['max_samples'] or 'Inspect default'} "
+              f"({backend.why})", flush=True)
+        print("  building the tasks (TCES embeds its vocabularies once; later runs read them from the cache)",
+              flush=True)
+        built = suite.build_tasks(plan)
+        bound = suite.bound(built, plan.models)
+        settings_path = suite.write_settings(plan, bound)
+        print(f"Upper bound on model calls before the first call (attacks that stop early make fewer; settings and "
+              f"bound in {settings_path}):", flush=True)
+        for line in bound.lines():
+            print(line, flush=True)
         with contextlib.ExitStack() as stack:
             models = list(plan.models)
             if plan.model == suite.EMBEDDED:
@@ -170,6 +173,8 @@ def _has_fuzzed(log: Path, outcomes: tuple[str, ...]) -> bool:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from inspect_ai._util.error import PrerequisiteError
+
     from medfuzz.cli.serve import stop_servers_on_signals
     from medfuzz.tasks.inspect._errors import USER_ERRORS
 
@@ -179,6 +184,9 @@ def _run(args: argparse.Namespace) -> int:
         done = execute(plan, lm_eval=args.lm_eval, threads=args.threads, report=not args.no_report)
     except (*USER_ERRORS, MedfuzzError) as err:
         raise SystemExit(f"medfuzz run: {err}") from None
+    except PrerequisiteError as err:  # Inspect's own (a missing API key, an unknown provider): its message alone
+        text = re.sub(r"\[/?[a-z ]+\]", "", str(getattr(err, "message", err)))  # rich markup off
+        raise SystemExit(f"medfuzz run: {text.strip()}") from None
     if done.index is not None:
         print(f"report: {done.index}", flush=True)
     return done.code

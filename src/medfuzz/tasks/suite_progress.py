@@ -73,6 +73,8 @@ class SuiteProgress:
         _active = None
         if self._bar is not None:
             self._bar.close()
+        elif self.show:  # the last state, whatever the minute
+            print(self.status_text(), file=sys.stderr, flush=True)
 
     # -- events
     def task_started(self, eval_id: str, label: str | None, samples: int, model: str = "") -> None:
