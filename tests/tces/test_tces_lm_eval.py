@@ -130,6 +130,43 @@ def test_lm_eval_evaluator_reports_the_three_numbers(options) -> None:
     assert results["n-samples"]["tces_medqa_drugs"]["effective"] == 3  # one doc per item
 
 
+def test_lm_eval_limit_builds_only_the_docs_it_evaluates(options, monkeypatch) -> None:
+    """lm-eval cuts a hook's dataset to its first --limit docs after building it: the hook reads the limit from
+    simple_evaluate and builds no more (each doc costs an embedding and a sampled substitution)."""
+    import lm_eval
+    from lm_eval.api.model import LM
+    from lm_eval.tasks import TaskManager
+
+    import medfuzz.tasks.lm_eval.tces as hook
+    from medfuzz.tasks import LM_EVAL_TASKS_PATH
+
+    class AlwaysA(LM):
+        def loglikelihood(self, requests):
+            return [(0.0 if request.args[1].strip() == "A" else -5.0, False) for request in requests]
+
+        def loglikelihood_rolling(self, requests):
+            raise NotImplementedError
+
+        def generate_until(self, requests):
+            raise NotImplementedError
+
+    tried: list[str] = []
+    real = hook.first_substitution
+    monkeypatch.setattr(hook, "first_substitution", lambda item, *a, **k: tried.append(item.id) or real(item, *a, **k))
+
+    def run(limit: int | None) -> int:
+        tried.clear()
+        manager = TaskManager(include_path=str(LM_EVAL_TASKS_PATH), include_defaults=False, metadata=options)
+        results = lm_eval.simple_evaluate(model=AlwaysA(), tasks=["tces_medqa_drugs"], task_manager=manager,
+                                          limit=limit, bootstrap_iters=0)
+        return results["n-samples"]["tces_medqa_drugs"]["effective"]
+
+    assert run(None) == 3 and len(tried) == 5  # every item of the file tried, 3 with a drug in a distractor
+    assert run(1) == 1 and tried == ["medqa-medqa_small-00001"]
+    assert run(2) == 2 and len(tried) == 3  # the second doc is the third item (the second has no drug)
+    assert hook.lm_eval_doc_limit() is None  # outside an lm-eval run: no limit of its own
+
+
 def test_zoo_has_no_model_free_transform(options) -> None:
     from medfuzz.errors import MedfuzzError
 

@@ -108,6 +108,22 @@ def model_arg_names() -> frozenset[str]:
     return frozenset()
 
 
+def lm_eval_doc_limit() -> int | None:
+    """lm-eval's ``--limit`` when it counts docs (an integer; a fraction needs every doc to count from), read
+    from the ``simple_evaluate`` call that is building this task, since lm-eval does not pass it to a dataset
+    hook and cuts the built dataset afterwards to its first N docs. ``None`` outside such a call, without a
+    limit, with a fractional limit or with ``--samples`` (which picks docs by index)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "simple_evaluate" and frame.f_globals.get("__name__") == "lm_eval.evaluator":
+            limit, samples = frame.f_locals.get("limit"), frame.f_locals.get("samples")
+            if samples is None and limit is not None and float(limit) >= 1 and float(limit).is_integer():
+                return int(limit)
+            return None
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
 def _parse_model_args(model_args: Any) -> Iterable[str]:
     if isinstance(model_args, Mapping):
         return [str(k) for k in model_args]

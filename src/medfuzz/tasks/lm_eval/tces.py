@@ -19,8 +19,9 @@ exist only in Inspect (``budget``, ``zoo_*``, ``max_tokens``, ...) are refused w
 stop the run (``medfuzz.tasks.lm_eval._options``). The benchmark and entity type come from the task's
 ``dataset_kwargs``.
 
-The doc building runs ``first_substitution`` on every item of the file: lm-eval does not pass ``--limit`` to a
-``custom_dataset`` hook (it cuts the built dataset afterwards), so use ``limit`` to build fewer docs.
+Building a doc runs ``first_substitution`` (embedding and sampling) on an item, so the hook builds only the docs a
+run evaluates: ``limit`` when given, else lm-eval's own integer ``--limit`` (read from the ``simple_evaluate``
+call, since lm-eval does not pass it to a ``custom_dataset`` hook and keeps the first N built docs).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from medfuzz.tasks.lm_eval._docs import (
     versions_correct,
     versions_doc,
 )
-from medfuzz.tasks.lm_eval._options import read_options
+from medfuzz.tasks.lm_eval._options import lm_eval_doc_limit, read_options
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,11 @@ def tces_docs(task_benchmark: str, task_entity: str, **kwargs: Any):
     vocabulary = options.get(f"{task_entity}_vocabulary", options.get("vocabulary"))
     config = TCESConfig.from_options(ignore_unknown=True, **{**options, "entity": task_entity, "budget": 1,
                                                              "vocabulary": vocabulary})
-    limit = selection(options).limit  # counts docs (items with an entity), not the file's items
+    # counts docs (items with an entity), not the file's items; lm-eval's own --limit keeps the first N docs, so
+    # building more would be paid for and thrown away (each doc embeds and samples a substitution)
+    limit = selection(options).limit
+    if limit is None:
+        limit = lm_eval_doc_limit()
     resources = TCESResources.build(task_entity, config.vocabulary, config.embedding)
     docs: list[dict[str, Any]] = []
     skipped = 0
