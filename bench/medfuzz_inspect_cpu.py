@@ -259,6 +259,7 @@ def main() -> None:
     parser.add_argument("--variants", default="default")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="CPU per call without cProfile's overhead (no split)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds over the variants (median per variant)")
     parser.add_argument("--dump", default=None, metavar="PREFIX",
                         help="write each variant's profile to PREFIX<variant>.prof (for pstats / snakeviz)")
     parser.add_argument("--top", type=int, default=0, help="also print the top N functions by own time")
@@ -267,20 +268,38 @@ def main() -> None:
 
     adjust([0.01, 0.2], "holm")  # the metrics' first adjustment imports statsmodels: set-up, not per call
     server = Server(args.latency_ms)
+    names = args.variants.split(",")
     try:
         run_variant("warmup", args, server, warmup=True)
-        rows = [run_variant(name, args, server) for name in args.variants.split(",")]
+        # round-robin (A B C A B C ...): a slow spell of the shared machine hits every variant alike
+        runs = [run_variant(name, args, server) for _ in range(args.repeat) for name in names]
     finally:
         server.stop()
     print(f"medfuzz_medqa via inspect_ai.eval: demo, {args.items} items, K={args.turns}, {args.replicates} "
           f"replicates, M={args.controls}, {args.option_orders} option orders, direct p-hat, exemplars 0; "
           f"planted server in its own process, {args.latency_ms:g} ms per call, max_connections "
-          f"{args.max_connections}; cProfile {'on' if args.profile else 'off'}\n")
-    print("| variant | calls | wall s | client CPU s | CPU ms / call | log KB | same scores as first |")
-    print("|---|---|---|---|---|---|---|")
+          f"{args.max_connections}; cProfile {'on' if args.profile else 'off'}; {args.repeat} round(s)\n")
+    print("| variant | round | calls | wall s | client CPU s | CPU ms / call | log KB | same scores as first |")
+    print("|---|---|---|---|---|---|---|---|")
+    for i, r in enumerate(runs):
+        same = "n/a (no samples)" if not r["scores"] else str(r["scores"] == runs[0]["scores"])
+        print(f"| {r['name']} | {i // len(names) + 1} | {r['calls']:,} | {r['wall']:.1f} | {r['cpu']:.1f} | "
+              f"{r['cpu'] / max(1, r['calls']) * 1000:.2f} | {r['log_kb']:.0f} | {same} |")
+    rows = []
+    for name in names:
+        mine = [r for r in runs if r["name"] == name]
+        per_call = sorted(r["cpu"] / max(1, r["calls"]) * 1000 for r in mine)
+        profile = None
+        if args.profile:
+            profile = pstats.Stats(mine[0]["profile"])
+            for r in mine[1:]:
+                profile.add(r["profile"])
+        rows.append({"name": name, "calls": sum(r["calls"] for r in mine), "profile": profile,
+                     "median": per_call[len(per_call) // 2], "runs": per_call})
+    print("\n| variant | CPU ms / call, median of rounds | rounds |")
+    print("|---|---|---|")
     for r in rows:
-        print(f"| {r['name']} | {r['calls']:,} | {r['wall']:.1f} | {r['cpu']:.1f} | "
-              f"{r['cpu'] / max(1, r['calls']) * 1000:.2f} | {r['log_kb']:.0f} | {r['scores'] == rows[0]['scores']} |")
+        print(f"| {r['name']} | {r['median']:.2f} | {', '.join(f'{x:.2f}' for x in r['runs'])} |")
     before, after = config_timing()
     print(f"\nadapter's per-call GenerateConfig (with logprobs): {before:.0f} µs before the cut (merge), "
           f"{after:.0f} µs after (one constructor), timeit in this process")
@@ -289,9 +308,10 @@ def main() -> None:
     if args.dump:
         for r in rows:
             r["profile"].dump_stats(f"{args.dump}{r['name']}.prof")
-    shares = [partition(pstats.Stats(r["profile"])) for r in rows]
+    shares = [partition(r["profile"]) for r in rows]
     labels = [label for label, _ in COMPONENTS] + ["other third-party", "other"]
-    print("\nShare of profiled client CPU (own time; stdlib/builtins charged to their caller), ms per call in ()\n")
+    print("\nShare of profiled client CPU (own time; stdlib/builtins charged to their caller; all rounds pooled), "
+          "profiled ms per call in ()\n")
     print("| component | " + " | ".join(r["name"] for r in rows) + " |")
     print("|---|" + "---|" * len(rows))
     for label in labels:
@@ -300,10 +320,13 @@ def main() -> None:
             total, own = sum(share.values()) or 1.0, share.get(label, 0.0)
             cells.append(f"{own / total * 100:.1f} % ({own / r['calls'] * 1000:.2f})")
         print(f"| {label} | " + " | ".join(cells) + " |")
+    print("| total profiled | " + " | ".join(f"100 % ({sum(sh.values()) / r['calls'] * 1000:.2f})"
+                                            for r, sh in zip(rows, shares, strict=True)) + " |")
     if args.top:
         for r in rows:
             print(f"\n--- {r['name']}: top {args.top} by own time")
-            pstats.Stats(r["profile"], stream=sys.stdout).sort_stats("tottime").print_stats(args.top)
+            r["profile"].stream = sys.stdout
+            r["profile"].sort_stats("tottime").print_stats(args.top)
 
 
 if __name__ == "__main__":
