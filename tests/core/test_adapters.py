@@ -107,6 +107,25 @@ async def test_inspect_adapter_with_scripted_provider():
     assert refused.error == "refusal: content filter"
 
 
+@pytest.mark.parametrize("logprobs", [False, True])
+@pytest.mark.parametrize("model_timeout", [None, 5])
+def test_inspect_call_config_equals_the_merged_config(logprobs: bool, model_timeout: int | None):
+    """``call_config`` builds in one constructor what ``GenerateConfig.merge`` built before (issue 21): the same
+    config, attempt_timeout only when neither the model nor the active config has one."""
+    from inspect_ai.model import GenerateConfig, get_model
+
+    from medfuzz.adapters.inspect_model import ATTEMPT_TIMEOUT, call_config
+    from medfuzz.models.openai_compat import TOP_LOGPROBS
+
+    model = get_model("mockllm/model", config=GenerateConfig(attempt_timeout=model_timeout))
+    merged = GenerateConfig(max_tokens=8, temperature=1.0, seed=7)
+    if model_timeout is None:
+        merged = merged.merge(GenerateConfig(attempt_timeout=ATTEMPT_TIMEOUT))
+    if logprobs:
+        merged = merged.merge(GenerateConfig(logprobs=True, top_logprobs=TOP_LOGPROBS))
+    assert call_config(model, 8, 1.0, 7, logprobs) == merged
+
+
 # ---------------------------------------------------------------------------------------------- lm-eval
 
 

@@ -52,6 +52,20 @@ def cache_policy() -> CachePolicy | bool:
     return CachePolicy(expiry=call_cache.expiry(), per_epoch=True) if call_cache.enabled() else False
 
 
+def call_config(model: Model, max_tokens: int, temperature: float | None, seed: int | None,
+                logprobs: bool) -> GenerateConfig:
+    """The per-call ``GenerateConfig``, built in one constructor: ``GenerateConfig.merge`` deep-copies both
+    configs, and Inspect merges this one again with the model's and the active config on every call
+    (``bench/medfuzz_inspect_cpu.py``). The fields are disjoint, so this equals the merged config."""
+    fields: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed}
+    if model.config.attempt_timeout is None and active_generate_config().attempt_timeout is None:
+        fields["attempt_timeout"] = ATTEMPT_TIMEOUT
+    if logprobs:
+        # set per call: the CLI's --logprobs does not reach role models (DESIGN §4)
+        fields.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+    return GenerateConfig(**fields)
+
+
 _MESSAGE_TYPES: dict[str, Any] = {
     "system": ChatMessageSystem,
     "user": ChatMessageUser,
@@ -74,12 +88,7 @@ class InspectChatModel:
         seed: int | None = None,
         letters: Sequence[str] | None = None,
     ) -> Generation:
-        config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, seed=seed)
-        if self._model.config.attempt_timeout is None and active_generate_config().attempt_timeout is None:
-            config = config.merge(GenerateConfig(attempt_timeout=ATTEMPT_TIMEOUT))
-        if letters:
-            # set per call: the CLI's --logprobs does not reach role models (DESIGN §4)
-            config = config.merge(GenerateConfig(logprobs=True, top_logprobs=TOP_LOGPROBS))
+        config = call_config(self._model, max_tokens, temperature, seed, bool(letters))
         inspect_messages = [_MESSAGE_TYPES[m.role](content=m.content) for m in messages]
         try:
             output = await self._model.generate(inspect_messages, config=config, cache=cache_policy())

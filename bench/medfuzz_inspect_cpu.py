@@ -1,0 +1,333 @@
+"""Where a MedFuzz model call's client CPU goes through Inspect (issue 21, item 3): a benchmark, not a test.
+
+Runs ``medfuzz_medqa`` with ``inspect_ai.eval`` in this process (``display="none"``, fresh Inspect and medfuzz
+caches: nothing is answered from a cache) against the planted server with a fixed per-call latency in its own
+process (its CPU is not counted), under cProfile, and prints per variant: model calls (the server's count),
+wall time, client CPU per call (``time.process_time`` around ``eval``, profiler off and on) and the share of the
+profiled CPU by component.
+
+The partition uses each function's own time (tottime), so the shares sum to 100 %. A function of the standard
+library or a builtin (``copy.deepcopy``, ``re``, ``dict.get``, ...) is no component of its own: its own time is
+charged to whoever called it, walking up the profile's caller edges (each caller's share of the callee's own
+time, as cProfile records it per edge) to the first function that belongs to a component. Serialisation
+(pydantic, pydantic_core, json) and the asyncio event loop keep their own rows: who asked for them is in the
+``--top`` list.
+
+Variants (``--variants``, comma-separated; each runs once, back to back in this process, same seed and items):
+
+- ``default``: the task as a user runs it;
+- ``no_samples``: ``log_samples=False`` (the log keeps no samples: ``medfuzz report`` cannot read it);
+- ``no_realtime``: ``log_realtime=False`` (the log is written at the end only; no live ``inspect view``);
+- ``no_model_api``: ``log_model_api=False`` (explicit; Inspect's default already omits the raw API payloads);
+- ``cache_off``: ``MEDFUZZ_CALL_CACHE=off`` (no Inspect call cache: no key hashing, no cache files);
+- ``merge_config``: the adapter's per-call ``GenerateConfig`` built as before the cut (``GenerateConfig.merge``
+  once or twice per call, each a deep copy) instead of ``call_config``'s one constructor.
+
+The bench also times the adapter's config building alone, before and after the cut (``timeit``, same process).
+
+    PYTHONPATH=src python bench/medfuzz_inspect_cpu.py [--items 6] [--latency-ms 50] [--max-connections 16]
+        [--turns 5] [--replicates 5] [--controls 30] [--option-orders 5] [--variants default,no_realtime] [--top 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+# the planted server in a child process: its request handling is not the client's CPU
+SERVER_CODE = """
+import json, sys
+from medfuzz.models.planted.server import launch
+server = launch(latency_ms=float(sys.argv[1]))
+print(json.dumps({"env": server.inspect_env(), "target": server.inspect_model(),
+                  "attacker": server.inspect_model(attacker=True)}), flush=True)
+for _ in sys.stdin:  # each line from the bench: the calls so far; its stdin closed: stop
+    print(json.dumps(dict(server.app.calls)), flush=True)
+server.stop()
+"""
+
+# (component, test on the path of the function's file), first match wins; "~" paths are builtins (below)
+COMPONENTS: list[tuple[str, Callable[[str], bool]]] = [
+    ("medfuzz engine", lambda p: "/medfuzz/solvers/" in p or "/medfuzz/scorers/" in p),
+    ("medfuzz adapter", lambda p: "/medfuzz/adapters/" in p or "/medfuzz/models/" in p),
+    ("medfuzz Inspect shell + rest", lambda p: "/medfuzz/" in p),
+    ("Inspect cache", lambda p: "/inspect_ai/model/_cache" in p),
+    ("Inspect event/transcript/log", lambda p: any(s in p for s in (
+        "/inspect_ai/log/", "/inspect_ai/event/", "/inspect_ai/_util/json", "/inspect_ai/_eval/task/log",
+        "/inspect_ai/util/_store", "/inspect_ai/_util/content", "/inspect_ai/solver/_task_state",
+        "/inspect_ai/_util/working", "/inspect_ai/_display/", "/inspect_ai/_util/trace",
+        "/inspect_ai/_eval/task/transcript", "/inspect_ai/_util/registry", "/inspect_ai/_util/hash"))),
+    ("Inspect provider (openai-api)", lambda p: "/inspect_ai/model/_providers/" in p
+     or "/inspect_ai/model/_openai" in p),
+    ("Inspect model API / generate", lambda p: "/inspect_ai/model/" in p),
+    ("Inspect eval loop + other", lambda p: "/inspect_ai/" in p),
+    ("OpenAI SDK + httpx", lambda p: any(s in p for s in ("/openai/", "/httpx/", "/httpx2/", "/httpcore/",
+                                                          "/httpcore2/", "/h11/", "/anyio/", "/sniffio/",
+                                                          "/certifi/", "/idna/"))),
+    ("serialisation (pydantic, json)", lambda p: any(s in p for s in ("/pydantic/", "/pydantic_core/",
+                                                                      "/json/", "/jsonpatch", "/jsonpointer"))),
+    ("asyncio event loop", lambda p: any(s in p for s in ("/asyncio/", "selectors.py", "/ssl.py", "/socket.py",
+                                                         "/nest_asyncio"))),
+]
+NEUTRAL = "(stdlib/builtin: charged to caller)"
+
+
+def component(func: tuple[str, int, str]) -> str:
+    path, _, name = func
+    if path == "~":  # a builtin: its name says whose it is when it is an extension's method
+        if "pydantic_core" in name or "_json" in name or "json" in name.lower():
+            return "serialisation (pydantic, json)"
+        if "select" in name or "epoll" in name or "_asyncio" in name:
+            return "asyncio event loop"
+        return NEUTRAL
+    for label, test in COMPONENTS:
+        if test(path):
+            return label
+    if "/site-packages/" not in path:  # the standard library (copy, re, typing, dataclasses, ...)
+        return NEUTRAL
+    return "other third-party"
+
+
+def partition(stats: pstats.Stats) -> dict[str, float]:
+    """Own time per component; neutral functions' own time walked up to their callers (see the docstring)."""
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    memo: dict[Any, dict[str, float]] = {}
+    busy: set[Any] = set()
+
+    def where(func: Any) -> dict[str, float]:
+        """How a function's own time splits over components (memoised: the caller graph is a DAG but wide)."""
+        label = component(func)
+        if label != NEUTRAL:
+            return {label: 1.0}
+        if func in memo:
+            return memo[func]
+        if func in busy or func not in raw:  # recursion in the standard library: no component to charge
+            return {"other": 1.0}
+        busy.add(func)
+        callers = raw[func][4]
+        # each edge's own time when called from that caller; edges without any: their cumulative time
+        weights = {c: e[2] for c, e in callers.items()}
+        if sum(weights.values()) <= 0:
+            weights = {c: e[3] for c, e in callers.items()}
+        total = sum(weights.values())
+        split: dict[str, float] = defaultdict(float)
+        if total <= 0:
+            split["other"] = 1.0
+        else:
+            for caller, weight in weights.items():
+                for label, part in where(caller).items():
+                    split[label] += part * weight / total
+        busy.discard(func)
+        memo[func] = dict(split)
+        return memo[func]
+
+    share: dict[str, float] = defaultdict(float)
+    for func, (_, _, tottime, _, _) in raw.items():
+        for label, part in where(func).items():
+            share[label] += tottime * part
+    return dict(share)
+
+
+class Server:
+    """The planted server in a child process, one for the whole bench (Inspect keeps a model per name and base URL
+    for the process, so every variant must talk to the same server)."""
+
+    def __init__(self, latency_ms: float) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", SERVER_CODE, str(latency_ms)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None and self.process.stdin is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        self.info = json.loads(self.stdout.readline())
+
+    def calls(self) -> int:
+        self.stdin.write("\n")
+        self.stdin.flush()
+        return sum(json.loads(self.stdout.readline()).values())
+
+    def stop(self) -> None:
+        self.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def merged_config(model: Any, max_tokens: int, temperature: float | None, seed: int | None,
+                  logprobs: bool) -> Any:
+    """The adapter's per-call config as it was built before ``call_config`` (for the before/after rows)."""
+    from inspect_ai.model import GenerateConfig
+    from inspect_ai.model._generate_config import active_generate_config
+
+    from medfuzz.adapters.inspect_model import ATTEMPT_TIMEOUT
+    from medfuzz.models.openai_compat import TOP_LOGPROBS
+
+    config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, seed=seed)
+    if model.config.attempt_timeout is None and active_generate_config().attempt_timeout is None:
+        config = config.merge(GenerateConfig(attempt_timeout=ATTEMPT_TIMEOUT))
+    if logprobs:
+        config = config.merge(GenerateConfig(logprobs=True, top_logprobs=TOP_LOGPROBS))
+    return config
+
+
+def config_timing() -> tuple[float, float]:
+    """Microseconds per call to build the adapter's config with logprobs (a p-hat call), before and after."""
+    import timeit
+
+    from inspect_ai.model import get_model
+
+    from medfuzz.adapters import inspect_model
+
+    model = get_model("mockllm/model")
+    assert merged_config(model, 8, 1.0, 7, True) == inspect_model.call_config(model, 8, 1.0, 7, True)
+    n = 5000
+    before = timeit.timeit(lambda: merged_config(model, 8, 1.0, 7, True), number=n) / n * 1e6
+    after = timeit.timeit(lambda: inspect_model.call_config(model, 8, 1.0, 7, True), number=n) / n * 1e6
+    return before, after
+
+
+def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: bool = False) -> dict[str, Any]:
+    """One eval of the variant ``name``; ``warmup``: a one-item, one-turn run that pays the imports and Inspect's
+    first-run set-up (pydantic schemas, registry, YAML packs) so that the measured runs count per-call cost."""
+    from inspect_ai import eval as inspect_eval
+
+    from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
+
+    info = server.info
+    calls_before = server.calls()
+    options: dict[str, Any] = {}
+    if name == "no_samples":
+        options["log_samples"] = False
+    elif name == "no_realtime":
+        options["log_realtime"] = False
+    elif name == "no_model_api":
+        options["log_model_api"] = False
+    saved = dict(os.environ)
+    from medfuzz.adapters import inspect_model
+
+    cut = inspect_model.call_config
+    if name == "merge_config":
+        inspect_model.call_config = merged_config  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ.update(info["env"])
+            os.environ.update({"MEDFUZZ_CACHE": f"{tmp}/cache", "INSPECT_CACHE_DIR": f"{tmp}/inspect-cache"})
+            if name == "cache_off":
+                os.environ["MEDFUZZ_CALL_CACHE"] = "off"
+            size = (dict(limit=1, turns=1, replicates=1, controls=0) if warmup else
+                    dict(limit=args.items, turns=args.turns, replicates=args.replicates, controls=args.controls))
+            task = medfuzz_medqa(data="demo", option_orders=args.option_orders, exemplars=0, pvalue_prompt="direct",
+                                 **size)
+            profile = cProfile.Profile() if args.profile and not warmup else None
+            cpu, start = time.process_time(), time.perf_counter()
+            if profile:
+                profile.enable()
+            logs = inspect_eval(task, model=info["target"], model_roles={"attacker": info["attacker"]},
+                                display="none", log_dir=f"{tmp}/logs", max_connections=args.max_connections,
+                                **options)
+            if profile:
+                profile.disable()
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+            log_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(f"{tmp}/logs") for f in fs)
+            status = logs[0].status
+            scores = [s.scores["medfuzz_scorer"].value for s in (logs[0].samples or []) if s.scores]
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        inspect_model.call_config = cut  # type: ignore[assignment]
+    if status != "success":
+        raise SystemExit(f"variant {name}: eval ended {status}: {str(logs[0].error)[:2000]}")
+    return {"name": name, "calls": server.calls() - calls_before, "wall": wall, "cpu": cpu, "log_kb": log_bytes / 1024,
+            "profile": profile, "scores": scores}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=6)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--max-connections", type=int, default=16)
+    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--replicates", type=int, default=5)
+    parser.add_argument("--controls", type=int, default=30)
+    parser.add_argument("--option-orders", type=int, default=5)
+    parser.add_argument("--variants", default="default")
+    parser.add_argument("--no-profile", dest="profile", action="store_false",
+                        help="CPU per call without cProfile's overhead (no split)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds over the variants (median per variant)")
+    parser.add_argument("--dump", default=None, metavar="PREFIX",
+                        help="write each variant's profile to PREFIX<variant>.prof (for pstats / snakeviz)")
+    parser.add_argument("--top", type=int, default=0, help="also print the top N functions by own time")
+    args = parser.parse_args()
+    from medfuzz.scorers.stats import adjust
+
+    adjust([0.01, 0.2], "holm")  # the metrics' first adjustment imports statsmodels: set-up, not per call
+    server = Server(args.latency_ms)
+    names = args.variants.split(",")
+    try:
+        run_variant("warmup", args, server, warmup=True)
+        # round-robin (A B C A B C ...): a slow spell of the shared machine hits every variant alike
+        runs = [run_variant(name, args, server) for _ in range(args.repeat) for name in names]
+    finally:
+        server.stop()
+    print(f"medfuzz_medqa via inspect_ai.eval: demo, {args.items} items, K={args.turns}, {args.replicates} "
+          f"replicates, M={args.controls}, {args.option_orders} option orders, direct p-hat, exemplars 0; "
+          f"planted server in its own process, {args.latency_ms:g} ms per call, max_connections "
+          f"{args.max_connections}; cProfile {'on' if args.profile else 'off'}; {args.repeat} round(s)\n")
+    print("| variant | round | calls | wall s | client CPU s | CPU ms / call | log KB | same scores as first |")
+    print("|---|---|---|---|---|---|---|---|")
+    for i, r in enumerate(runs):
+        same = "n/a (no samples)" if not r["scores"] else str(r["scores"] == runs[0]["scores"])
+        print(f"| {r['name']} | {i // len(names) + 1} | {r['calls']:,} | {r['wall']:.1f} | {r['cpu']:.1f} | "
+              f"{r['cpu'] / max(1, r['calls']) * 1000:.2f} | {r['log_kb']:.0f} | {same} |")
+    rows = []
+    for name in names:
+        mine = [r for r in runs if r["name"] == name]
+        per_call = sorted(r["cpu"] / max(1, r["calls"]) * 1000 for r in mine)
+        profile = None
+        if args.profile:
+            profile = pstats.Stats(mine[0]["profile"])
+            for r in mine[1:]:
+                profile.add(r["profile"])
+        rows.append({"name": name, "calls": sum(r["calls"] for r in mine), "profile": profile,
+                     "median": per_call[len(per_call) // 2], "runs": per_call})
+    print("\n| variant | CPU ms / call, median of rounds | rounds |")
+    print("|---|---|---|")
+    for r in rows:
+        print(f"| {r['name']} | {r['median']:.2f} | {', '.join(f'{x:.2f}' for x in r['runs'])} |")
+    before, after = config_timing()
+    print(f"\nadapter's per-call GenerateConfig (with logprobs): {before:.0f} µs before the cut (merge), "
+          f"{after:.0f} µs after (one constructor), timeit in this process")
+    if not args.profile:
+        return
+    if args.dump:
+        for r in rows:
+            r["profile"].dump_stats(f"{args.dump}{r['name']}.prof")
+    shares = [partition(r["profile"]) for r in rows]
+    labels = [label for label, _ in COMPONENTS] + ["other third-party", "other"]
+    print("\nShare of profiled client CPU (own time; stdlib/builtins charged to their caller; all rounds pooled), "
+          "profiled ms per call in ()\n")
+    print("| component | " + " | ".join(r["name"] for r in rows) + " |")
+    print("|---|" + "---|" * len(rows))
+    for label in labels:
+        cells = []
+        for r, share in zip(rows, shares, strict=True):
+            total, own = sum(share.values()) or 1.0, share.get(label, 0.0)
+            cells.append(f"{own / total * 100:.1f} % ({own / r['calls'] * 1000:.2f})")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print("| total profiled | " + " | ".join(f"100 % ({sum(sh.values()) / r['calls'] * 1000:.2f})"
+                                            for r, sh in zip(rows, shares, strict=True)) + " |")
+    if args.top:
+        for r in rows:
+            print(f"\n--- {r['name']}: top {args.top} by own time")
+            r["profile"].stream = sys.stdout
+            r["profile"].sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()
