@@ -65,7 +65,10 @@ def test_bad_methods_level_and_limit_are_refused(tmp_path: Path) -> None:
 
 
 def test_backend_defaults() -> None:
-    assert (backend_for("embedded").max_connections, backend_for("embedded").max_samples) == (1, 1)
+    embedded = backend_for("embedded")
+    # one request, one sample and one run at a time: parallel runs would evict the server's prompt cache
+    assert (embedded.max_connections, embedded.max_samples, embedded.max_tasks) == (1, 1, 1)
+    assert backend_for("openai-api/vllm/m").max_tasks is None  # eval_set's own default
     assert backend_for("openai-api/vllm/m").max_connections == 16
     assert backend_for("openai/gpt-4o").max_connections is None  # Inspect's own per-provider default
     assert all(backend_for(m).attempt_timeout == 120 for m in ("embedded", "vllm/x", "anthropic/claude"))

@@ -108,8 +108,8 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
         elif "medfuzz" in plan.methods:
             print("  attacker: the target itself (no --attacker; the paper's attacker was GPT-4)", flush=True)
         print(f"  max_connections {settings['max_connections'] or 'Inspect default'}, attempt_timeout "
-              f"{settings['attempt_timeout']} s, max_samples {settings['max_samples'] or 'Inspect default'} "
-              f"({backend.why})", flush=True)
+              f"{settings['attempt_timeout']} s, max_samples {settings['max_samples'] or 'Inspect default'}, "
+              f"max_tasks {settings['max_tasks'] or 'eval_set default'} ({backend.why})", flush=True)
         print("  building the tasks (TCES embeds its vocabularies once; later runs read them from the cache)",
               flush=True)
         built = suite.build_tasks(plan)
@@ -223,7 +223,8 @@ def add_parser(commands: Any) -> None:
     run.add_argument("--max-connections", type=int, default=None, help="default: per backend (run.json says)")
     run.add_argument("--attempt-timeout", type=int, default=None, help="seconds per model call attempt")
     run.add_argument("--max-samples", type=int, default=None)
-    run.add_argument("--max-tasks", type=int, default=None, help="runs in parallel (eval_set's default: 1)")
+    run.add_argument("--max-tasks", type=int, default=None,
+                     help="runs in parallel (default: 1 for the embedded model, else eval_set's: at least 10)")
     run.add_argument("--retry-attempts", type=int, default=None, help="eval_set's retries of a failed run")
     run.add_argument("--display", default="none",
                      help="Inspect's display (none: medfuzz's progress line with the bound and the ETA)")

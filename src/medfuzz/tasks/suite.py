@@ -108,15 +108,17 @@ class Backend:
     attempt_timeout: int | None  # seconds; None: no per-attempt deadline beyond the provider's
     max_samples: int | None
     why: str
+    max_tasks: int | None = None  # runs at a time; None: eval_set's default (at least 10)
 
 
 def backend_for(model: str) -> Backend:
     """Defaults for ``model`` (an Inspect model string, or ``embedded``)."""
     if model == EMBEDDED:
         return Backend("embedded llama.cpp server", 1, 120, 1,
-                       "the embedded server answers one request at a time: one connection, one sample at a time "
-                       "(consecutive queries about one item reuse its prompt cache) and a deadline that covers a "
-                       "long reply on 2 cores")
+                       "the embedded server answers one request at a time: one connection, one run and one sample "
+                       "at a time (consecutive queries about one item reuse its prompt cache; runs in parallel "
+                       "would interleave their prompts and evict it) and a deadline that covers a long reply on "
+                       "2 cores", max_tasks=1)
     provider = model.split("/", 1)[0]
     if provider in ("openai-api", "vllm", "sglang", "ollama", "llama-cpp-python", "hf", "transformer_lens"):
         return Backend("OpenAI-compatible or local server", 16, 120, None,
@@ -188,9 +190,11 @@ class SuitePlan:
         connections = [b.max_connections for b in backends if b.max_connections is not None]
         deadlines = [b.attempt_timeout for b in backends if b.attempt_timeout is not None]
         samples = [b.max_samples for b in backends if b.max_samples is not None]
+        tasks = [b.max_tasks for b in backends if b.max_tasks is not None]
         return Backend(" + ".join(sorted({b.kind for b in backends})), min(connections, default=None),
                        max(deadlines, default=None), min(samples, default=None),
-                       "several models in one eval set: the most careful of their defaults")
+                       "several models in one eval set: the most careful of their defaults",
+                       min(tasks, default=None))
 
     def run_key(self, label: str, model: str) -> str:
         """A run's name in the suite: its label, with the model when several models run."""
@@ -272,7 +276,8 @@ class SuitePlan:
             "max_connections": self.max_connections if self.max_connections is not None else backend.max_connections,
             "attempt_timeout": self.attempt_timeout if self.attempt_timeout is not None else backend.attempt_timeout,
             "max_samples": self.max_samples if self.max_samples is not None else backend.max_samples,
-            "max_tasks": self.max_tasks, "retry_attempts": self.retry_attempts,
+            "max_tasks": self.max_tasks if self.max_tasks is not None else backend.max_tasks,
+            "retry_attempts": self.retry_attempts,
             "runs": [{"label": r.label, "task": r.task, "args": dict(r.args)} for r in self.runs()],
         }
 
