@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from medfuzz.medguard_cli import BUILD_OPTIONS, build_parser, main
+from medfuzz.cli.medguard import BUILD_OPTIONS, build_parser, main
 from medfuzz.options import ConfigError
 from medfuzz.solvers.medguard.builders import BuildConfig, BuildSources
 from medfuzz.solvers.medguard.config import MedGuardConfig
