@@ -129,6 +129,11 @@ def backend_for(model: str) -> Backend:
                    "attempt, after which Inspect retries")
 
 
+def run_key(label: str, model: str, several: bool) -> str:
+    """A run's name in the suite's output, bound and progress: its label, with the model when several run."""
+    return f"{label} · {model}" if several else label
+
+
 @dataclass(frozen=True)
 class SuiteRun:
     """One run of the suite: its label, the Inspect task function's registry name and its task args."""
@@ -195,10 +200,6 @@ class SuitePlan:
                        max(deadlines, default=None), min(samples, default=None),
                        "several models in one eval set: the most careful of their defaults",
                        min(tasks, default=None))
-
-    def run_key(self, label: str, model: str) -> str:
-        """A run's name in the suite: its label, with the model when several models run."""
-        return label if len(self.models) == 1 else f"{label} · {model}"
 
     def limit_for(self, method: str) -> int | None:
         if method in self.limits:
@@ -339,13 +340,6 @@ class Bound:
     def total(self) -> int:
         return sum(sum(roles.values()) for roles in self.per_run.values())
 
-    def per_role(self) -> dict[str, int]:
-        roles: dict[str, int] = {}
-        for calls in self.per_run.values():
-            for role, count in calls.items():
-                roles[role] = roles.get(role, 0) + count
-        return roles
-
     def lines(self) -> list[str]:
         width = max((len(label) for label in self.per_run), default=5)
         out = [f"  {label:{width}s}  {self.samples[label]:>6,} samples  at most {sum(calls.values()):>10,} calls  "
@@ -374,7 +368,7 @@ def method_config(run: SuiteRun) -> Any:
 
 def bound(built: Sequence[tuple[SuiteRun, Any]], models: Sequence[str] = ("",)) -> Bound:
     """The same ``max_calls`` each MedFuzz / TCES task logs when it starts, for the samples the suite gives it;
-    one entry per run and model (keyed as ``SuitePlan.run_key`` names them; ``models`` default: one model)."""
+    one entry per run and model (keyed by ``run_key``; ``models`` default: one model)."""
     per_run: dict[str, dict[str, int]] = {}
     samples: dict[str, int] = {}
     for run, task in built:
@@ -387,7 +381,7 @@ def bound(built: Sequence[tuple[SuiteRun, Any]], models: Sequence[str] = ("",)) 
                           .get("pending"))
             calls = {"target": n, **({"generator": pending} if pending else {})}
         for model in models:
-            key = run.label if len(models) == 1 else f"{run.label} · {model}"
+            key = run_key(run.label, model, several=len(models) > 1)
             samples[key] = n
             per_run[key] = dict(calls)
     return Bound(per_run, samples)
@@ -441,7 +435,7 @@ def run_suite(plan: SuitePlan, built: Sequence[tuple[SuiteRun, Any]], models: Se
     for entry in logs:
         label = (entry.eval.metadata or {}).get(SUITE_KEY)
         if label:
-            by_label[label if len(models) == 1 else f"{label} · {entry.eval.model}"] = entry
+            by_label[run_key(label, entry.eval.model, several=len(models) > 1)] = entry
     reused = sum(entry.location in before for entry in logs)
     return SuiteOutcome(success=success, logs=by_label, reused=reused, calls=progress.calls if progress else 0)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from inspect_ai.hooks import Hooks, ModelUsageData, SampleEnd, TaskStart, hooks
 
-from medfuzz.tasks.suite import SUITE_KEY, Bound
+from medfuzz.tasks.suite import SUITE_KEY, Bound, run_key
 
 _active: SuiteProgress | None = None
 
@@ -41,7 +41,7 @@ class SuiteProgress:
 
     bound: Bound
     show: bool = True
-    several_models: bool = False  # runs are keyed "label · model" (SuitePlan.run_key)
+    several_models: bool = False  # runs are keyed "label · model" (suite.run_key)
     calls: int = 0
     cached: int = 0
     tokens: int = 0
@@ -78,8 +78,8 @@ class SuiteProgress:
 
     # -- events
     def task_started(self, eval_id: str, label: str | None, samples: int, model: str = "") -> None:
-        if label is not None and self.several_models:
-            label = f"{label} · {model}"
+        if label is not None:
+            label = run_key(label, model, self.several_models)
         if label is None or label not in self.runs:
             return
         self._eval_labels[eval_id] = label
