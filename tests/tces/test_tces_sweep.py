@@ -1,4 +1,4 @@
-"""``medfuzz sweep tces`` (medfuzz.tces_studies.sweep) and its report (medfuzz.tces_studies.sweep_report), in
+"""``medfuzz sweep tces`` (medfuzz.tasks.tces_studies.sweep) and its report (.sweep_report), in
 process: the grid, the eval_set resumption, the figure data against numbers counted by hand from the logs,
 duplicate runs."""
 
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from medfuzz.options import ConfigError
-from medfuzz.tces_studies.sweep import TCESSweep, cli_value, parse_grid
+from medfuzz.tasks.tces_studies.sweep import TCESSweep, cli_value, parse_grid
 
 PNG = b"\x89PNG\r\n\x1a\n"
 needs_extras = pytest.mark.skipif(
@@ -128,7 +128,7 @@ def _logs(folder: Path) -> dict[str, Path]:
 
 @needs_extras
 def test_eval_set_resumes_only_what_is_missing(fixtures: Path, tmp_path: Path, rule_model: str) -> None:
-    from medfuzz.tces_studies.sweep import run_sweep
+    from medfuzz.tasks.tces_studies.sweep import run_sweep
 
     sweep = _sweep(fixtures)
     first = run_sweep(sweep, rule_model, tmp_path, display="none", retry_attempts=0)
@@ -182,8 +182,8 @@ def test_figure_data_against_the_logs(fixtures: Path, tmp_path: Path, rule_model
     from medfuzz.report import render_all
     from medfuzz.report.tces import read_tces_log
     from medfuzz.tasks.inspect.tces import tces
-    from medfuzz.tces_studies.sweep import run_sweep
-    from medfuzz.tces_studies.sweep_report import sweep_points
+    from medfuzz.tasks.tces_studies.sweep import run_sweep
+    from medfuzz.tasks.tces_studies.sweep_report import sweep_points
 
     logs = tmp_path / "logs"
     sweep = _sweep(fixtures)
@@ -249,7 +249,7 @@ def test_cli_reads_negative_grids(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_reruns_started_in_the_same_second_are_ordered_by_finish_then_write_time() -> None:
     from medfuzz.report.tces import TCESRun
-    from medfuzz.tces_studies.sweep_report import sweep_points
+    from medfuzz.tasks.tces_studies.sweep_report import sweep_points
 
     def run(name: str, completed: str, written_ns: int) -> TCESRun:
         return TCESRun(path=Path(name), task="medfuzz/tces", benchmark="medqa", entity="drugs", sampler="pdws",

@@ -13,8 +13,9 @@ import importlib
 from pathlib import Path
 
 RENDERERS = {  # the page's section key -> the module that renders it
-    "medfuzz": "medfuzz.report.medfuzz", "tces": "medfuzz.report.tces", "sweep": "medfuzz.tces_studies.sweep_report",
-    "medguard": "medfuzz.report.medguard", "compare": "medfuzz.report.compare",
+    "medfuzz": "medfuzz.report.medfuzz", "tces": "medfuzz.report.tces",
+    "sweep": "medfuzz.tasks.tces_studies.sweep_report", "medguard": "medfuzz.report.medguard",
+    "compare": "medfuzz.report.compare",
 }
 
 
