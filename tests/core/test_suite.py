@@ -156,3 +156,24 @@ def test_run_command_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(SystemExit, match=r"(?s)^medfuzz run: .*NOWHERE_API_KEY"):
         main([*common, "--model", "openai-api/nowhere/x", "--display", "plain"])
     assert not list((tmp_path / "out").glob("inspect/*.eval"))  # nothing ran
+
+
+def test_progress_expects_each_runs_own_calls_per_finished_sample() -> None:
+    """The expected total: calls so far + per run, unfinished samples x that run's calls per finished sample (its
+    bound per sample before any has finished), counted by hand."""
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    calls = Bound({"a": {"target": 40}, "b": {"target": 10, "attacker": 90}}, {"a": 4, "b": 10})
+    progress = SuiteProgress(calls, show=False)
+    assert progress.estimated_total() == 140  # nothing finished: the bounds
+    progress.task_started("e1", "a", 4)
+    for _ in range(6):
+        progress.model_call("e1", tokens=10)
+    progress.sample_finished("e1")
+    # a: 6 calls so far, 3 samples left at 6 per finished sample = 18; b: its bound 100
+    assert progress.estimated_total() == 6 + 18 + 100
+    assert progress.samples_done() == (1, 14) and progress.tokens == 60
+    progress.task_started("e2", "b", 5)  # a resumed run: 5 of its 10 samples left to run
+    assert progress.samples_done() == (6, 14)
+    assert progress.estimated_total() == 6 + 18 + 5 * 10  # b: 5 unfinished x its bound of 10 per sample

@@ -27,10 +27,11 @@ class _RunState:
     samples: int
     bound: int
     calls: int = 0
-    finished: int = 0
+    finished: int = 0  # samples finished by this invocation (their calls are ``calls``)
+    reused: int = 0  # samples a resumed run had finished before (paid by an earlier invocation)
 
     def remaining_calls(self) -> float:
-        left = max(0, self.samples - self.finished)
+        left = max(0, self.samples - self.finished - self.reused)
         per_sample = self.calls / self.finished if self.finished else self.bound / max(1, self.samples)
         return left * per_sample
 
@@ -85,7 +86,7 @@ class SuiteProgress:
         self._eval_labels[eval_id] = label
         state = self.runs[label]
         if samples and samples < state.samples:  # a resumed run: only its unfinished samples run
-            state.finished += state.samples - samples
+            state.reused = state.samples - samples
         self._refresh()
 
     def model_call(self, eval_id: str | None, tokens: int) -> None:
@@ -108,7 +109,7 @@ class SuiteProgress:
         return self.calls + sum(state.remaining_calls() for state in self.runs.values())
 
     def samples_done(self) -> tuple[int, int]:
-        return (sum(min(s.finished, s.samples) for s in self.runs.values()),
+        return (sum(min(s.finished + s.reused, s.samples) for s in self.runs.values()),
                 sum(s.samples for s in self.runs.values()))
 
     def status_text(self) -> str:
