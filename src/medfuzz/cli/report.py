@@ -24,11 +24,10 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare_medguard(args: argparse.Namespace) -> None:
+def _compare_medguard(args: argparse.Namespace, paths: list[Path]) -> None:
     """MedGuard model comparison over Inspect logs / lm-eval results (see medfuzz.report.medguard)."""
     from medfuzz.report.medguard import compare, render
 
-    paths = [Path(p) for p in args.paths]
     result = compare(paths, alpha=args.alpha)
     print("Safety indices (± bootstrap SE, 9,999 resamples); chance = a uniform random guesser's score\n")
     print(result.table())
@@ -46,14 +45,26 @@ def _compare_medguard(args: argparse.Namespace) -> None:
 def _compare(args: argparse.Namespace) -> int:
     """The MedGuard comparison when MedGuard runs are among the paths, and the MedFuzz / TCES comparison
     (``medfuzz.report.compare``) when those are."""
+    import tempfile
+
+    from medfuzz.report import collect_logs
+    from medfuzz.report._logs import read_once
+    from medfuzz.report.shards import merge_shards
+
+    with read_once(), tempfile.TemporaryDirectory(prefix="medfuzz-compare-") as scratch:
+        # shards of one run are merged into it first (written under --out, else a scratch folder)
+        paths = merge_shards(collect_logs([Path(p) for p in args.paths]), Path(args.out or scratch))
+        return _compare_paths(args, paths)
+
+
+def _compare_paths(args: argparse.Namespace, paths: list[Path]) -> int:
     from medfuzz.report import compare as attacks
     from medfuzz.report.medguard import load_runs as medguard_runs
 
-    paths = [Path(p) for p in args.paths]
     found = False
     if medguard_runs(paths):
         found = True
-        _compare_medguard(args)
+        _compare_medguard(args, paths)
     runs = attacks.load_runs(paths)
     if runs:
         found = True

@@ -42,9 +42,18 @@ def plan_from(args: argparse.Namespace) -> Any:
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), level=args.level, data=args.data,
         limit=args.limit, options=_pairs(args.option), max_connections=args.max_connections,
         attempt_timeout=args.attempt_timeout, max_samples=args.max_samples, max_tasks=args.max_tasks,
-        retry_attempts=args.retry_attempts, display=args.display)
+        retry_attempts=args.retry_attempts, display=args.display, shard=_shard(args.shard))
     plan.check_options()
     return plan
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if match is None:
+        raise MedfuzzError(f"--shard {text!r}: expected K/N, e.g. 2/4 (the 2nd of 4 slices of every run's items)")
+    return int(match.group(1)), int(match.group(2))
 
 
 def _fmt(value: Any) -> str:
@@ -136,7 +145,10 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
         print(f"Inspect: {len(outcome.logs)} runs in {plan.out / 'inspect'} ({outcome.reused} found finished and "
               f"reused); {progress.calls:,} model calls paid now, {progress.tokens:,} tokens "
               f"[{time.monotonic() - started:.0f} s]", flush=True)
-        if lm is not None and len(models) > 1:
+        if lm is not None and plan.shard is not None:
+            print("--lm-eval: skipped with --shard (lm-eval runs have no shards to merge; run it once, unsharded)",
+                  flush=True)
+        elif lm is not None and len(models) > 1:
             print("--lm-eval: skipped with several --model values (one lm-eval model per run)", flush=True)
         elif lm is not None:
             from medfuzz.solvers.medfuzz.store import ATTACKED
@@ -228,6 +240,10 @@ def add_parser(commands: Any) -> None:
     run.add_argument("--retry-attempts", type=int, default=None, help="eval_set's retries of a failed run")
     run.add_argument("--display", default="none",
                      help="Inspect's display (none: medfuzz's progress line with the bound and the ETA)")
+    run.add_argument("--shard", default=None, metavar="K/N",
+                     help="run the K-th of N contiguous slices of every run's items (one process or machine per "
+                          "shard, each with its own --out); medfuzz report / compare merge the N shards of a run "
+                          "into one run before any statistic")
     run.add_argument("--threads", type=int, default=2, help="CPU threads of the embedded model")
     run.add_argument("--no-report", action="store_true", help="skip medfuzz report at the end")
     run.set_defaults(func=_run)

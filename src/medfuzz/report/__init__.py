@@ -4,7 +4,8 @@ Each method contributes a module here with ``render(log_paths, out_dir) -> list[
 logs it understands and ignores the rest; ``render_all`` runs every one that is installed, then writes
 ``index.html`` (``medfuzz.report.index``): one self-contained page over every run and every file written, with
 ``summary.json`` and ``model-index.yaml`` (``medfuzz.report.overview``) beside it. Every log is parsed once
-(``medfuzz.report._logs.read_once``), however many renderers look at it.
+(``medfuzz.report._logs.read_once``), however many renderers look at it. The logs of a run split into shards
+(``medfuzz run --shard K/N``) are merged into that one run first (``medfuzz.report.shards``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def render_all(paths: list[Path], out_dir: Path) -> dict[str, list[Path]]:
     from medfuzz.report._logs import read_once
 
     with read_once():  # every renderer below gets the same parsed logs (each file parsed once)
+        from medfuzz.report.shards import merge_shards
+
+        logs = merge_shards(logs, out_dir)  # shards of one run become that run, before any statistic
         for key, name in RENDERERS.items():
             try:
                 module = importlib.import_module(name)

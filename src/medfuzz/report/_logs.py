@@ -46,3 +46,11 @@ def read_log(path: str | Path, header_only: bool = False) -> Any:
     if isinstance(found, Exception):
         raise found
     return found
+
+
+def remember(path: str | Path, log: Any) -> None:
+    """Inside ``read_once``: ``log`` is what ``read_log(path)`` returns (a log built in memory and written there,
+    e.g. shards merged into one run), so it is not parsed again. Outside it, nothing."""
+    loaded = _LOADED.get()
+    if loaded is not None:
+        loaded[Path(path).resolve()] = log

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 METHODS = ("baseline", "tces", "medguard", "medfuzz")
 SUITE_KEY = "medfuzz_suite"  # task metadata: the run's label in the suite (the logs are found by it)
+SHARD_KEY = "medfuzz_shard"  # task metadata of a shard's run: {"index": k, "count": n, "samples": N}
 EMBEDDED = "embedded"  # --model value: start the embedded SmolLM2 server
 TEMPLATE_ATTACKER = "template"  # --attacker value: the deterministic template attacker (no LLM)
 TEMPLATE_ATTACKER_MODEL = "medfuzz-template/attacker"
@@ -164,8 +165,13 @@ class SuitePlan:
     max_tasks: int | None = None
     retry_attempts: int | None = None
     display: str = "none"
+    shard: tuple[int, int] | None = None  # (k, n): this process runs the k-th of n slices of every run's samples
 
     def __post_init__(self) -> None:
+        if self.shard is not None:
+            k, n = self.shard
+            if not 1 <= k <= n:
+                raise ConfigError(f"--shard {k}/{n}: expected K/N with 1 <= K <= N (e.g. 2/4)")
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
             raise ConfigError(f"--methods: {unknown or 'nothing'} is not among {list(METHODS)}")
@@ -279,6 +285,7 @@ class SuitePlan:
             "max_samples": self.max_samples if self.max_samples is not None else backend.max_samples,
             "max_tasks": self.max_tasks if self.max_tasks is not None else backend.max_tasks,
             "retry_attempts": self.retry_attempts,
+            "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
             "runs": [{"label": r.label, "task": r.task, "args": dict(r.args)} for r in self.runs()],
         }
 
@@ -324,8 +331,32 @@ def build_tasks(plan: SuitePlan) -> list[tuple[SuiteRun, Any]]:
     for run in plan.runs():
         task = makers[run.task](**run.args)
         task.metadata = {**(task.metadata or {}), SUITE_KEY: run.label}
+        if plan.shard is not None:
+            task = shard_task(task, *plan.shard)
+            if not len(task.dataset):  # fewer samples than shards: this slice is empty (the others cover them)
+                continue
         built.append((run, task))
     return built
+
+
+def shard_range(total: int, k: int, n: int) -> tuple[int, int]:
+    """The k-th (1-based) of n contiguous, near-equal slices of ``total`` samples, as [start, end) (Inspect's
+    sample-range form, ``--limit start,end``); the n slices cover every sample once, in order."""
+    return (k - 1) * total // n, k * total // n
+
+
+def shard_task(task: Any, k: int, n: int) -> Any:
+    """``task`` with its dataset cut to the k-th of n slices; the slice is recorded in the task metadata
+    (``SHARD_KEY``) so that ``medfuzz report`` / ``compare`` merge the n shard logs into one run before any
+    statistic (``medfuzz.report.shards``). Every method seeds each sample from the sample itself, never from
+    its position in the run, so a sample's result is the same in a shard as in the whole run (tested:
+    ``tests/core/test_shards.py``)."""
+    total = len(task.dataset)
+    start, end = shard_range(total, k, n)
+    task.dataset = task.dataset[start:end]
+    task.metadata = {**(task.metadata or {}), SHARD_KEY: {"index": k, "count": n, "samples": total,
+                                                           "start": start, "end": end}}
+    return task
 
 
 @dataclass(frozen=True)

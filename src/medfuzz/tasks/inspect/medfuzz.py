@@ -350,11 +350,12 @@ def warn_attainability(config: MedFuzzConfig, items: int) -> dict[str, Any] | No
     """Say before the first call when Holm cannot reject anything in a family as large as this run can test
     (items x replicates successful attacks at most): the smallest valid p-value is 1/(M+1). Returns the
     record for the task metadata (None without a significance test)."""
-    if not config.controls:
+    record = attainability_record(config, items)
+    if record is None:
         return None
     most = items * config.replicates
     reach = attainability(config.max_controls, most, config.alpha)
-    largest_family = int(config.alpha * (config.max_controls + 1) + 1e-9)
+    largest_family = record["holm_family_max"]
     if not reach.bh_attainable:
         log.warning("MedFuzz: with at most %d controls per attack the smallest valid p-value is 1/%d = %.4f > "
                     "alpha=%g: no attack can be significant, adjusted or not. Use controls >= %d (the paper's 30 "
@@ -369,7 +370,16 @@ def warn_attainability(config: MedFuzzConfig, items: int) -> dict[str, Any] | No
                     "stop at their first exceedance). Unadjusted and BH counts can be significant as they are.",
                     config.max_controls, config.max_controls + 1, reach.smallest_p, config.alpha, largest_family,
                     most, most, controls_for_holm(most, config.alpha))
-    return {**reach.to_dict(), "holm_family_max": largest_family}
+    return record
+
+
+def attainability_record(config: MedFuzzConfig, items: int) -> dict[str, Any] | None:
+    """What ``warn_attainability`` records for a run of ``items`` samples, without the warning (the report
+    recomputes it for shards merged into one run)."""
+    if not config.controls:
+        return None
+    reach = attainability(config.max_controls, items * config.replicates, config.alpha)
+    return {**reach.to_dict(), "holm_family_max": int(config.alpha * (config.max_controls + 1) + 1e-9)}
 
 
 def llm_error_of_item(scores: dict[str, SampleScore]) -> str:
