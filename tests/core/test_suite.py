@@ -177,3 +177,23 @@ def test_progress_expects_each_runs_own_calls_per_finished_sample() -> None:
     progress.task_started("e2", "b", 5)  # a resumed run: 5 of its 10 samples left to run
     assert progress.samples_done() == (6, 14)
     assert progress.estimated_total() == 6 + 18 + 5 * 10  # b: 5 unfinished x its bound of 10 per sample
+
+
+def test_the_embedded_model_and_the_demo_level_bring_their_own_attacker_and_data(tmp_path: Path) -> None:
+    """README's main command, ``medfuzz run --model embedded --level demo``: the template attacker (a 135M model
+    cannot write rewrites) and the bundled items; any other model attacks itself on the test split unless told."""
+    import argparse
+
+    from medfuzz.cli import run as run_cli
+    from medfuzz.tasks.suite import TEMPLATE_ATTACKER
+
+    parser = argparse.ArgumentParser()
+    run_cli.add_parser(parser.add_subparsers())
+    embedded = run_cli.plan_from(parser.parse_args(["run", "--model", "embedded", "--level", "demo",
+                                                    "--out", str(tmp_path)]))
+    assert (embedded.attacker, embedded.data) == (TEMPLATE_ATTACKER, "demo")
+    other = run_cli.plan_from(parser.parse_args(["run", "--model", "openai-api/vllm/m", "--out", str(tmp_path)]))
+    assert (other.attacker, other.data) == (None, "hf")
+    told = run_cli.plan_from(parser.parse_args(["run", "--model", "embedded", "--level", "demo", "--data", "hf",
+                                                "--attacker", "openai/gpt-4o", "--out", str(tmp_path)]))
+    assert (told.attacker, told.data) == ("openai/gpt-4o", "hf")

@@ -16,9 +16,13 @@ from tests.e2e.conftest import cli, run_cli
 pytestmark = pytest.mark.e2e
 
 
-def test_demo_runs_every_method_through_both_harnesses(tmp_path):
+def test_the_main_command_runs_every_method_through_both_harnesses(tmp_path):
+    """README's main command at the smallest level: ``medfuzz run --model embedded`` (the template attacker and
+    the bundled data are the embedded model's and the level's defaults) with the lm-eval half."""
     pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
-    output = run_cli([cli("medfuzz"), "demo", "--quick", "--limit", "4", "--out", str(tmp_path)])
+    output = run_cli([cli("medfuzz"), "run", "--model", "embedded", "--level", "quick", "--lm-eval", "embedded",
+                      "-T", "baseline_limit=4", "--out", str(tmp_path)])
+    assert "attacker: medfuzz-template/attacker" in output
     inspect_run = read_inspect_log(next((tmp_path / "inspect").glob("*medqa-clean*.eval")))
     lm_eval_run = read_lm_eval_output(tmp_path / "lm-eval", "medqa_clean")
     for run in (inspect_run, lm_eval_run):
@@ -27,7 +31,8 @@ def test_demo_runs_every_method_through_both_harnesses(tmp_path):
     assert set(inspect_run.per_item) == set(lm_eval_run.per_item) == {f"medqa-dev-0000{i}" for i in range(1, 5)}
     assert f"strict {inspect_run.reported:.3f}" in output and f"acc    {lm_eval_run.reported:.3f}" in output
     # at least one robustness number per method, and the report page last
-    for heading in ("Clean baseline", "TCES", "MedGuard", "MedFuzz (target: SmolLM2; attacker: the TEMPLATE"):
+    for heading in ("Clean baseline", "TCES", "MedGuard",
+                    "MedFuzz (target: SmolLM2-135M-Instruct; attacker: the TEMPLATE"):
         assert heading in output, heading
     assert re.search(r"inspect  tces drugs rands .* ASR@8 ", output), output
     assert re.search(r"lm-eval  tces_medqa_drugs .* flip_rate", output), output

@@ -10,7 +10,6 @@ finished model calls come from the cache, so nothing is paid twice.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
@@ -35,11 +34,14 @@ def _pairs(values: list[str]) -> dict[str, Any]:
 
 
 def plan_from(args: argparse.Namespace) -> Any:
-    from medfuzz.tasks.suite import SuitePlan
+    from medfuzz.tasks.suite import EMBEDDED, LEVELS, TEMPLATE_ATTACKER, SuitePlan
 
+    # the embedded 135M model cannot write valid rewrites: it is attacked by the template attacker unless told
+    attacker = args.attacker or (TEMPLATE_ATTACKER if args.model.strip() == EMBEDDED else None)
     plan = SuitePlan(
-        model=args.model, out=Path(args.out).resolve(), attacker=args.attacker,
-        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), level=args.level, data=args.data,
+        model=args.model, out=Path(args.out).resolve(), attacker=attacker,
+        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), level=args.level,
+        data=args.data or LEVELS[args.level].data,
         limit=args.limit, options=_pairs(args.option), max_connections=args.max_connections,
         attempt_timeout=args.attempt_timeout, max_samples=args.max_samples, max_tasks=args.max_tasks,
         retry_attempts=args.retry_attempts, display=args.display, shard=_shard(args.shard))
@@ -54,37 +56,6 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     if match is None:
         raise MedfuzzError(f"--shard {text!r}: expected K/N, e.g. 2/4 (the 2nd of 4 slices of every run's items)")
     return int(match.group(1)), int(match.group(2))
-
-
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
-def headline_lines(logs: dict[str, Any], width: int = 3) -> list[str]:
-    """Each run's first metrics (every task lists its headline first), with the standard error beside a value
-    where the task reports one (``NAME_se`` / ``NAME_stderr`` or Inspect's ``stderr``)."""
-    lines = []
-    for label, entry in logs.items():
-        if entry.status != "success":
-            lines.append(f"  {label:22s} {entry.status}: {entry.error.message if entry.error else ''}".rstrip())
-            continue
-        metrics: dict[str, Any] = {}
-        for score in entry.results.scores if entry.results else []:
-            for name, metric in score.metrics.items():
-                metrics.setdefault(f"{score.name}/{name}" if name in ("accuracy", "stderr") else name, metric.value)
-        shown = []
-        for name, value in metrics.items():
-            if name.endswith(("_se", "_stderr", "/stderr")) or len(shown) == width:
-                continue
-            se = metrics.get(f"{name}_se", metrics.get(f"{name}_stderr"))
-            if name.endswith("/accuracy"):
-                se = metrics.get(name.replace("/accuracy", "/stderr"))
-            shown.append(f"{name.split('/')[-1] if '/' in name else name} {_fmt(value)}"
-                         + (f" ± {_fmt(se)}" if isinstance(se, float) and not math.isnan(se) else ""))
-        lines.append(f"  {label:22s} " + "  ".join(shown))
-    return lines
 
 
 @dataclass
@@ -157,13 +128,24 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
             fuzzed_path = Path(fuzzed.location) if fuzzed is not None and fuzzed.status == "success" else None
             if fuzzed_path is not None and not _has_fuzzed(fuzzed_path, ATTACKED):
                 fuzzed_path = None
-            out_lm = suite.run_lm_eval(plan, lm, fuzzed_path, plan.out / "lm-eval.out", lm_eval_limits)
+            out_lm = suite.run_lm_eval(plan, lm, fuzzed_path, plan.out / "lm-eval.out",
+                                       {**suite.LEVELS[plan.level].lm_eval, **(lm_eval_limits or {})})
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (turned into this); the server is stopped
         print(f"\n[{time.monotonic() - started:6.1f}s] interrupted; finished logs in {plan.out}. Run the same "
               "command again to finish: finished runs, samples and model calls are not paid again.", flush=True)
         return Executed(130)
-    for line in headline_lines(outcome.logs):
-        print(line, flush=True)
+    from medfuzz.cli.summary import summary_lines
+    from medfuzz.tasks.suite import SUITE_KEY
+
+    finished: dict[str, dict[str, Any]] = {}  # model -> label -> log header
+    for key, entry in outcome.logs.items():
+        if entry.status == "success":
+            finished.setdefault(entry.eval.model, {})[entry.eval.metadata[SUITE_KEY]] = entry
+        else:
+            print(f"  {key}: {entry.status}: {entry.error.message if entry.error else ''}".rstrip(), flush=True)
+    for model, logs in finished.items():
+        for line in summary_lines(plan, logs, out_lm, model):
+            print(line, flush=True)
     index = None
     if report:
         from medfuzz.report import render_all
@@ -216,13 +198,15 @@ def add_parser(commands: Any) -> None:
                                                      "report compares them), or 'embedded' (SmolLM2, started here)")
     run.add_argument("--attacker", default=None,
                      help="MedFuzz's attacker: an Inspect model, or 'template' (no LLM; the demo's). Default: the "
-                          "target attacks itself")
+                          "target attacks itself; with --model embedded, the template (a 135M model cannot write "
+                          "valid rewrites)")
     run.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     run.add_argument("--level", default="paper", choices=tuple(LEVELS),
                      help="named settings of every method, printed with their bound before the first call "
                           "(docs/medfuzz.md, Cost levels): " + ", ".join(LEVELS))
-    run.add_argument("--data", default="hf", help="MedQA source: hf (the test split), demo (50 bundled items) or a "
-                                                   "file in the release or HF layout")
+    run.add_argument("--data", default=None, help="MedQA source: hf (the test split), demo (50 bundled items) or a "
+                                                   "file in the release or HF layout. Default: the level's (demo "
+                                                   "for --level demo / quick, else hf)")
     run.add_argument("--limit", type=int, default=None, help="items per method (MedGuard: per aspect); default: the "
                                                               "level's, else every item")
     run.add_argument("--option", "-T", action="append", default=[], metavar="NAME=VALUE",

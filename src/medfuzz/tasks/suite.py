@@ -53,6 +53,8 @@ class Level:
     medguard: Mapping[str, Any] = field(default_factory=dict)
     limits: Mapping[str, int] = field(default_factory=dict)  # per method, when --limit is not given
     generate: Mapping[str, Any] = field(default_factory=dict)  # Inspect generate config for every run
+    data: str = "hf"  # the MedQA source when --data is not given
+    lm_eval: Mapping[str, Any] = field(default_factory=dict)  # extra lm-eval --metadata for the lm-eval half
 
 
 LEVELS: dict[str, Level] = {
@@ -90,14 +92,17 @@ LEVELS: dict[str, Level] = {
         limits={"baseline": 10, "tces": 12, "medfuzz": 10, "medguard": 2},
         # short greedy answers: SmolLM2 answers with a letter; MedFuzz's target keeps the paper's temperature 1.0
         # (its own config), so its sampled answers can move
-        generate={"max_tokens": 32, "seed": 0, "temperature": 0.0}),
+        generate={"max_tokens": 32, "seed": 0, "temperature": 0.0}, data="demo",
+        # lm-eval's single-substitution TCES tasks take the first 5 attackable items
+        lm_eval={"tces_limit": 5}),
 }
 LEVELS["quick"] = Level(
     "quick", "the smallest run that touches every method (the end-to-end tests): the demo's settings on 2 "
              "MedFuzz items (at most 82 calls per MedFuzz item), TCES drugs with RandS on 10 items, MedGuard 1 "
              "item per aspect",
     medfuzz=LEVELS["demo"].medfuzz, tces=LEVELS["demo"].tces[:1],
-    limits={"baseline": 10, "tces": 10, "medfuzz": 2, "medguard": 1}, generate=LEVELS["demo"].generate)
+    limits={"baseline": 10, "tces": 10, "medfuzz": 2, "medguard": 1}, generate=LEVELS["demo"].generate,
+    data="demo", lm_eval=LEVELS["demo"].lm_eval)
 
 
 @dataclass(frozen=True)
