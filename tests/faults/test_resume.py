@@ -96,3 +96,7 @@ def test_medfuzz_run_rerun_after_sigkill_repays_no_completed_call(server, tmp_pa
     # the clean baseline (4 calls) had finished before the kill: the second invocation reused its log
     reused = re.search(r"\((\d+) found finished and reused\)", resumed.resume_output)
     assert reused and int(reused.group(1)) >= 1, resumed.resume_output[-2000:]
+    # the progress counts what the first invocation finished (Inspect's task start lists a retried run's every
+    # sample and no event fires for a reused one): the resumed suite ends with every sample done
+    done = re.findall(r"samples (\d+)/(\d+)", resumed.resume_output)
+    assert done and done[-1][0] == done[-1][1] == "12", resumed.resume_output[-2000:]

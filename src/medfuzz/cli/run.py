@@ -110,6 +110,7 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
                 print(f"embedded model serving at {server.base_url} (stopped when this run ends)", flush=True)
             progress = stack.enter_context(SuiteProgress(bound, show=plan.display == "none",
                                                          several_models=len(models) > 1))
+            progress.reusing(suite.samples_done_before(plan.out / "inspect", built, models))
             outcome = suite.run_suite(plan, built, models, progress)
             if any(entry.status == "cancelled" for entry in outcome.logs.values()):
                 raise KeyboardInterrupt  # Inspect ends a run on Ctrl-C and returns what it has
@@ -125,7 +126,9 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
             from medfuzz.solvers.medfuzz.store import ATTACKED
 
             fuzzed = outcome.logs.get("medfuzz")
-            fuzzed_path = Path(fuzzed.location) if fuzzed is not None and fuzzed.status == "success" else None
+            from medfuzz.report._logs import local_path
+
+            fuzzed_path = local_path(fuzzed.location) if fuzzed is not None and fuzzed.status == "success" else None
             if fuzzed_path is not None and not _has_fuzzed(fuzzed_path, ATTACKED):
                 fuzzed_path = None
             out_lm = suite.run_lm_eval(plan, lm, fuzzed_path, plan.out / "lm-eval.out",

@@ -45,6 +45,7 @@ def _data_words(data: str) -> str:
 def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, model: str) -> list[str]:
     """The summary of one target model's runs (``logs``: the suite label -> its EvalLog header, finished runs
     only)."""
+    from medfuzz.report._logs import local_path
     from medfuzz.report.runs import read_inspect_log, read_lm_eval_output
     from medfuzz.report.tces import read_tces_log
     from medfuzz.scorers.tces import asr_by_budget
@@ -54,7 +55,7 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
     name = "SmolLM2-135M-Instruct (embedded)" if embedded else model
     lines = ["", f"medfuzz run: {name} on {_data_words(plan.data)}, level {plan.level}", ""]
     lm = _lm_eval_results(lm_eval_out)
-    paths = {label: Path(entry.location) for label, entry in logs.items()}
+    paths = {label: local_path(entry.location) for label, entry in logs.items()}
     if "clean baseline" in paths:
         strict = read_inspect_log(paths["clean baseline"])
         lines.append("Clean baseline (MedQA)")

@@ -54,3 +54,13 @@ def remember(path: str | Path, log: Any) -> None:
     loaded = _LOADED.get()
     if loaded is not None:
         loaded[Path(path).resolve()] = log
+
+
+def local_path(location: str) -> Path:
+    """A log's ``location`` as a local path: Inspect gives the logs an eval set found finished as ``file:``
+    URIs (from its listing) and the logs it wrote as plain paths."""
+    from urllib.parse import unquote, urlparse
+
+    if location.startswith("file:"):
+        return Path(unquote(urlparse(location).path))
+    return Path(location)

@@ -447,6 +447,37 @@ def finished_logs(log_dir: Path) -> set[str]:
     return done
 
 
+def samples_done_before(log_dir: Path, built: Sequence[tuple[SuiteRun, Any]], models: Sequence[str]) -> dict[str, int]:
+    """Per run (``run_key``), the samples an earlier invocation finished that this one will reuse: every sample
+    of a finished log (eval_set skips that run), the samples without error of an unfinished one (eval_set's
+    retry reuses them). Inspect's task-start event lists a retried run's every sample and no event fires for a
+    reused one, so without this a resumed suite's progress would count them as still to run."""
+    from inspect_ai.log import list_eval_logs, read_eval_log, read_eval_log_sample_summaries
+
+    if not log_dir.is_dir():
+        return {}
+    args = {run.label: json.dumps(dict(run.args), sort_keys=True, default=str) for run, _ in built}
+    newest: dict[str, tuple[str, int]] = {}
+    for info in list_eval_logs(str(log_dir)):
+        try:
+            header = read_eval_log(info, header_only=True)
+            label = (header.eval.metadata or {}).get(SUITE_KEY)
+            passed = json.dumps(dict(header.eval.task_args_passed or {}), sort_keys=True, default=str)
+            if label not in args or passed != args[label] or header.eval.model not in models:
+                continue  # another run's log (other options): eval_set will not reuse it either
+            if header.status == "success":
+                done = header.results.total_samples if header.results else 0
+            else:
+                done = sum(1 for s in read_eval_log_sample_summaries(info) if s.error is None and s.completed)
+        except (OSError, ValueError) as err:  # a log a killed run left half-written, or listed but gone: the
+            log.debug("progress: %s not read (%s)", info.name, err)  # progress counts it as not done
+            continue
+        key = run_key(label, header.eval.model, several=len(models) > 1)
+        if key not in newest or header.eval.created > newest[key][0]:
+            newest[key] = (header.eval.created, done)
+    return {key: done for key, (_, done) in newest.items()}
+
+
 def eval_set_args(plan: SuitePlan) -> dict[str, Any]:
     settings = plan.settings()
     args: dict[str, Any] = {"display": plan.display, **LEVELS[plan.level].generate}

@@ -78,6 +78,13 @@ class SuiteProgress:
             print(self.status_text(), file=sys.stderr, flush=True)
 
     # -- events
+    def reusing(self, done: dict[str, int]) -> None:
+        """Samples an earlier invocation finished, per run (``suite.samples_done_before``): they run no more."""
+        for key, count in done.items():
+            if key in self.runs:
+                self.runs[key].reused = min(count, self.runs[key].samples)
+        self._refresh()
+
     def task_started(self, eval_id: str, label: str | None, samples: int, model: str = "") -> None:
         if label is not None:
             label = run_key(label, model, self.several_models)
@@ -85,8 +92,8 @@ class SuiteProgress:
             return
         self._eval_labels[eval_id] = label
         state = self.runs[label]
-        if samples and samples < state.samples:  # a resumed run: only its unfinished samples run
-            state.reused = state.samples - samples
+        if samples and samples < state.samples:  # a start that lists only the samples left to run
+            state.reused = max(state.reused, state.samples - samples)
         self._refresh()
 
     def model_call(self, eval_id: str | None, tokens: int) -> None:
