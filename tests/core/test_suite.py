@@ -197,3 +197,11 @@ def test_the_embedded_model_and_the_demo_level_bring_their_own_attacker_and_data
     told = run_cli.plan_from(parser.parse_args(["run", "--model", "embedded", "--level", "demo", "--data", "hf",
                                                 "--attacker", "openai/gpt-4o", "--out", str(tmp_path)]))
     assert (told.attacker, told.data) == ("openai/gpt-4o", "hf")
+
+
+def test_no_log_realtime_reaches_eval_set_and_run_json(tmp_path: Path) -> None:
+    from medfuzz.tasks.suite import eval_set_args
+
+    assert "log_realtime" not in eval_set_args(plan(tmp_path))
+    quiet = plan(tmp_path, log_realtime=False)
+    assert eval_set_args(quiet)["log_realtime"] is False and quiet.settings()["log_realtime"] is False

@@ -44,7 +44,8 @@ def plan_from(args: argparse.Namespace) -> Any:
         data=args.data or LEVELS[args.level].data,
         limit=args.limit, options=_pairs(args.option), max_connections=args.max_connections,
         attempt_timeout=args.attempt_timeout, max_samples=args.max_samples, max_tasks=args.max_tasks,
-        retry_attempts=args.retry_attempts, display=args.display, shard=_shard(args.shard))
+        retry_attempts=args.retry_attempts, display=args.display, shard=_shard(args.shard),
+        log_realtime=not args.no_log_realtime)
     plan.check_options()
     return plan
 
@@ -227,6 +228,9 @@ def add_parser(commands: Any) -> None:
     run.add_argument("--retry-attempts", type=int, default=None, help="eval_set's retries of a failed run")
     run.add_argument("--display", default="none",
                      help="Inspect's display (none: medfuzz's progress line with the bound and the ETA)")
+    run.add_argument("--no-log-realtime", action="store_true",
+                     help="skip Inspect's realtime sample buffer (inspect view then shows samples only when a run "
+                          "ends; the logs are the same): about 5 %% less client CPU per call at scale")
     run.add_argument("--shard", default=None, metavar="K/N",
                      help="run the K-th of N contiguous slices of every run's items (one process or machine per "
                           "shard, each with its own --out); medfuzz report / compare merge the N shards of a run "

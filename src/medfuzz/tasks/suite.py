@@ -170,6 +170,7 @@ class SuitePlan:
     max_tasks: int | None = None
     retry_attempts: int | None = None
     display: str = "none"
+    log_realtime: bool = True  # False: no realtime sample buffer (inspect view shows samples only at the end)
     shard: tuple[int, int] | None = None  # (k, n): this process runs the k-th of n slices of every run's samples
 
     def __post_init__(self) -> None:
@@ -291,6 +292,7 @@ class SuitePlan:
             "max_tasks": self.max_tasks if self.max_tasks is not None else backend.max_tasks,
             "retry_attempts": self.retry_attempts,
             "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
+            "log_realtime": self.log_realtime,
             "runs": [{"label": r.label, "task": r.task, "args": dict(r.args)} for r in self.runs()],
         }
 
@@ -481,6 +483,8 @@ def samples_done_before(log_dir: Path, built: Sequence[tuple[SuiteRun, Any]], mo
 def eval_set_args(plan: SuitePlan) -> dict[str, Any]:
     settings = plan.settings()
     args: dict[str, Any] = {"display": plan.display, **LEVELS[plan.level].generate}
+    if not plan.log_realtime:  # about 5 % of the client's CPU per call (docs/performance.md, P7)
+        args["log_realtime"] = False
     for name in ("max_connections", "attempt_timeout", "max_samples", "max_tasks", "retry_attempts"):
         if settings[name] is not None:
             args[name] = settings[name]
