@@ -92,8 +92,8 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
                              f"{_lm(r, 'attacked_acc')}  flip_rate (ASR@1) {_lm(r, 'flip_rate')}")
     if "medguard" in logs:
         m = _metrics(logs["medguard"])
-        per = plan.limit_for("medguard")
-        size = (f"{per} items per aspect; equity: {per} cases × 8 variants" if per else "every item")
+        per = (logs["medguard"].eval.task_args or {}).get("limit_per_aspect")  # as run (-T may have set it)
+        size = (f"{per} item(s) per aspect; equity: {per} case(s) × 8 variants" if per else "every item")
         lines += ["", f"MedGuard (balanced bundled build, {size})  safety ± bootstrap SE (chance level)"]
         for aspect in [k.removeprefix("medguard_") for k in m if f"{k}_chance" in m]:
             key = f"medguard_{aspect}"
