@@ -5,6 +5,7 @@ whole run metric by metric and sample by sample."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -114,3 +115,13 @@ def test_shards_merged_by_the_report_equal_the_whole_run(server: PlantedServer, 
                 result.pop("sources")  # the log files read: the whole run's, or the merged logs
         reports[name] = summary
     assert reports["shards"] == reports["whole"] and reports["whole"]["models"]
+    # medfuzz compare merges the same way: the per-model rows from the shards are the whole run's
+    rows = {}
+    for name, folders in (("whole", ["whole"]), ("shards", ["shard1", "shard2", "shard3"])):
+        done = subprocess.run([sys.executable, "-m", "medfuzz", "compare",
+                               *[str(tmp_path / f / "inspect") for f in folders], "--out", str(tmp_path / f"c-{name}")],
+                              capture_output=True, text=True, timeout=600, cwd=ROOT)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        with (tmp_path / f"c-{name}" / "attack_comparison_models.csv").open() as handle:
+            rows[name] = [{k: v for k, v in row.items() if k != "source"} for row in csv.DictReader(handle)]
+    assert rows["shards"] == rows["whole"] and {r["method"] for r in rows["whole"]} == {"medfuzz", "tces"}
