@@ -330,8 +330,9 @@ def figure_png(cards: list[ModelCard]) -> bytes | None:
         low, high = number.ci if number.ci else (number.value - (number.se or 0), number.value + (number.se or 0))
         ax.barh(y, number.value, height=0.7, color=colours[model],
                 xerr=[[max(0.0, number.value - low)], [max(0.0, high - number.value)]], capsize=3)
-        ax.text(0.01, y, f"{number.value:.2f}", va="center", ha="left", fontsize=8, color="white"
-                if number.value > 0.08 else "black")
+        inside = number.value > 0.08  # else the label goes past the bar and its error bar, not over the axis
+        ax.text(0.01 if inside else min(0.93, max(number.value, high) + 0.015), y, f"{number.value:.2f}",
+                va="center", ha="left", fontsize=8, color="white" if inside else "black")
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([textwrap.fill(f"{what} · {model}", 60) for what, model, _ in rows], fontsize=7.5)
     for y in range(1, len(rows)):  # a rule between groups of the same number
