@@ -51,7 +51,9 @@ def one(data: str, items: int, args: argparse.Namespace) -> dict[str, float]:
     spec = PlantedSpec.load().with_target(data=data)
     server = launch(spec, latency_ms=args.latency_ms)
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as scratch:
+            tmp = str(Path(args.keep) / f"items-{items}") if args.keep else scratch  # --keep: logs stay there
+            Path(tmp).mkdir(parents=True, exist_ok=True)
             out = Path(tmp) / "run"
             env = {**os.environ, **server.inspect_env(), "MEDFUZZ_CACHE": f"{tmp}/cache",
                    "INSPECT_CACHE_DIR": f"{tmp}/inspect-cache"}
@@ -112,6 +114,7 @@ def main() -> None:
     parser.add_argument("--option", "-T", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--shards", type=int, default=1, help="medfuzz run --shard K/N processes at once per size")
     parser.add_argument("--report", action="store_true", help="also time medfuzz report (always with --shards)")
+    parser.add_argument("--keep", default=None, help="keep each size's logs under this folder (default: deleted)")
     args = parser.parse_args()
     rows = [one(args.data, int(n), args) for n in args.items.split(",")]
     print(f"medfuzz run --methods {args.methods} --level {args.level} {' '.join('-T ' + o for o in args.option)} "

@@ -17,6 +17,12 @@ from typing import Any
 
 _LOADED: ContextVar[dict[Path, Any] | None] = ContextVar("medfuzz_report_loaded_logs", default=None)
 
+# What the report never reads of a sample: its transcript. At the MedQA split's size a MedFuzz sample is ~3 MB
+# of JSON, 85 % of it events (one ModelEvent per call) and attachments (their deduplicated message text); the
+# report reads the scores (the records are in the score metadata), the sample metadata, ids and errors. Loading
+# the transcripts made `medfuzz report` over a 1,272-item MedFuzz run hold more than 7 GB (docs/performance.md, P6).
+TRANSCRIPT_FIELDS = frozenset({"events", "attachments", "messages"})
+
 
 @contextmanager
 def read_once() -> Iterator[None]:
@@ -29,17 +35,18 @@ def read_once() -> Iterator[None]:
 
 
 def read_log(path: str | Path, header_only: bool = False) -> Any:
-    """The Inspect log at ``path``; inside ``read_once`` the full log even for ``header_only`` (one parse serves
-    the header check and the samples). Raises what ``read_eval_log`` raises for a file that is not a log."""
+    """The Inspect log at ``path`` without the samples' transcripts (``TRANSCRIPT_FIELDS``); inside ``read_once``
+    with its samples even for ``header_only`` (one parse serves the header check and the samples). Raises what
+    ``read_eval_log`` raises for a file that is not a log."""
     from inspect_ai.log import read_eval_log
 
     loaded = _LOADED.get()
     if loaded is None:
-        return read_eval_log(str(path), header_only=header_only)
+        return read_eval_log(str(path), header_only=header_only, exclude_fields=set(TRANSCRIPT_FIELDS))
     key = Path(path).resolve()
     if key not in loaded:
         try:
-            loaded[key] = read_eval_log(str(path))
+            loaded[key] = read_eval_log(str(path), exclude_fields=set(TRANSCRIPT_FIELDS))
         except Exception as err:  # remembered: the next renderer gets the same answer without a second parse
             loaded[key] = err
     found = loaded[key]

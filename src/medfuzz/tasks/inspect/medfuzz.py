@@ -467,7 +467,8 @@ def fuzzed_from_log(path: str | Path) -> list[dict[str, Any]]:
     scorer's metadata holds every replicate."""
     from inspect_ai.log import read_eval_log
 
-    log = read_eval_log(str(path))
+    # the records are in the score metadata: the transcripts (most of a sample at scale) are not read
+    log = read_eval_log(str(path), exclude_fields={"events", "attachments", "messages"})
     results = []
     for sample in log.samples or []:
         score = (sample.scores or {}).get("medfuzz_scorer")

@@ -162,7 +162,8 @@ def _log_results(path: Path) -> list[ItemResult]:
     from inspect_ai.log import read_eval_log
 
     results = []
-    for sample in read_eval_log(str(path)).samples or []:
+    # the records are in the score metadata: the transcripts (most of a sample at scale) are not read
+    for sample in read_eval_log(str(path), exclude_fields={"events", "attachments", "messages"}).samples or []:
         score = (sample.scores or {}).get("medfuzz_scorer")
         if score is not None and score.metadata:
             results.append(ItemResult.from_dict({"item": score.metadata["item"],

@@ -23,7 +23,7 @@ def _samples(path: Path) -> tuple[Any, list[Any]] | None:
     from inspect_ai.log import read_eval_log
 
     try:
-        log = read_eval_log(str(path))
+        log = read_eval_log(str(path), exclude_fields={"events", "attachments", "messages"})  # records: scores
     except Exception:  # not an Inspect log (an lm-eval file, a PNG, ...): not ours to read
         return None
     if (log.eval.metadata or {}).get("medfuzz_method") != "tces" or not log.samples:
