@@ -13,9 +13,11 @@ method seeds a sample from the sample itself, so the merged log's numbers are th
 The merged log is written as a real Inspect log (``inspect view`` reads it), with Inspect's shard provenance
 (``EvalSpec.shards``: a ledger entry per shard). Its samples are what the report reads (``_logs.read_log``):
 scores with their records, metadata, usage and errors; their transcripts (events, messages) stay in the shard
-logs, which the ledger names (at the split's size the transcripts are 85 % of a MedFuzz sample). A shard set with a shard missing, overlapping slices, or a shard
-that did not finish merges into a log with status ``error`` whose message says what is missing: the report shows
-it with a banner and never as a finished run.
+logs, which the ledger names (at the split's size the transcripts are 85 % of a MedFuzz sample).
+
+A shard set with a shard missing, overlapping slices, or a shard that did not finish merges into a log with
+status ``error`` whose message says what is missing: the report shows it with a banner and never as a finished
+run.
 """
 
 from __future__ import annotations

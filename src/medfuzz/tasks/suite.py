@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 METHODS = ("baseline", "tces", "medguard", "medfuzz")
 SUITE_KEY = "medfuzz_suite"  # task metadata: the run's label in the suite (the logs are found by it)
-SHARD_KEY = "medfuzz_shard"  # task metadata of a shard's run: {"index": k, "count": n, "samples": N}
+SHARD_KEY = "medfuzz_shard"  # a shard's task metadata: index k, count n, the run's samples, the slice's start/end
 EMBEDDED = "embedded"  # --model value: start the embedded SmolLM2 server
 TEMPLATE_ATTACKER = "template"  # --attacker value: the deterministic template attacker (no LLM)
 TEMPLATE_ATTACKER_MODEL = "medfuzz-template/attacker"
@@ -357,7 +357,7 @@ def shard_task(task: Any, k: int, n: int) -> Any:
     (``SHARD_KEY``) so that ``medfuzz report`` / ``compare`` merge the n shard logs into one run before any
     statistic (``medfuzz.report.shards``). Every method seeds each sample from the sample itself, never from
     its position in the run, so a sample's result is the same in a shard as in the whole run (tested:
-    ``tests/core/test_shards.py``)."""
+    ``tests/e2e/test_shards_e2e.py``)."""
     total = len(task.dataset)
     start, end = shard_range(total, k, n)
     task.dataset = task.dataset[start:end]
