@@ -205,3 +205,18 @@ def test_no_log_realtime_reaches_eval_set_and_run_json(tmp_path: Path) -> None:
     assert "log_realtime" not in eval_set_args(plan(tmp_path))
     quiet = plan(tmp_path, log_realtime=False)
     assert eval_set_args(quiet)["log_realtime"] is False and quiet.settings()["log_realtime"] is False
+
+
+def test_a_limit_option_is_the_limit_of_both_harnesses(tmp_path: Path) -> None:
+    """``-T baseline_limit=4`` sets the Inspect task's limit (the option wins in the task args) and the lm-eval
+    half's ``clean_limit`` alike (it once reached Inspect only: the harnesses ran 4 and 10 items)."""
+    from medfuzz.tasks.suite import lm_eval_tasks
+
+    suite = plan(tmp_path, level="quick", options={"baseline_limit": 4, "medguard_limit_per_aspect": 1})
+    runs = {r.label: r for r in suite.runs()}
+    assert runs["clean baseline"].args["limit"] == suite.limit_for("baseline") == 4
+    assert runs["medguard"].args["limit_per_aspect"] == suite.limit_for("medguard") == 1
+    _, metadata = lm_eval_tasks(suite, None)
+    assert metadata["clean_limit"] == 4 and metadata["medguard_limit_per_aspect"] == 1
+    assert metadata["tces_limit"] == suite.limit_for("tces") == 10  # the level's: no option for TCES
+    assert plan(tmp_path, level="quick", options={"limit": 3}).limit_for("medfuzz") == 3

@@ -214,6 +214,13 @@ class SuitePlan:
                        min(tasks, default=None))
 
     def limit_for(self, method: str) -> int | None:
+        """Items for one method (MedGuard: per aspect) as its run gets them: a ``-T`` option (``baseline_limit=4``,
+        ``limit=4``, ``medguard_limit_per_aspect=1``) wins, as it does in the task args (``runs``), then
+        ``limits``, ``--limit`` and the level's; the lm-eval half and the summary use the same number."""
+        option = self._options_for(method, _known_options(method)).get(
+            "limit_per_aspect" if method == "medguard" else "limit")
+        if option is not None:
+            return option
         if method in self.limits:
             return self.limits[method]
         return self.limit if self.limit is not None else LEVELS[self.level].limits.get(method)
