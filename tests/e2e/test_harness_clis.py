@@ -109,19 +109,22 @@ def test_serve_prints_usage_and_stops_its_server_on_sigterm(tmp_path):
                 process.kill()
 
 
-def _servers() -> set[str]:
+def _servers(port: str) -> set[str]:
+    """The llama server processes listening on ``port`` (only this test's: other tests, or pytest-xdist workers,
+    may run embedded servers of their own at the same time)."""
     import subprocess
 
-    found = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True).stdout.split()
+    found = subprocess.run(["pgrep", "-f", "--", f"llama_cpp.server.*--port {port}( |$)"], capture_output=True,
+                           text=True).stdout.split()
     return set(found)
 
 
-def _gone(pids: set[str], seconds: float = 20.0) -> bool:
+def _gone(port: str, seconds: float = 20.0) -> bool:
     import time
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not pids & _servers():
+        if not _servers(port):
             return True
         time.sleep(0.5)
     return False
@@ -135,7 +138,6 @@ def test_a_killed_demo_leaves_no_server_running(how, tmp_path):
     import subprocess
 
     pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
-    before = _servers()
     process = subprocess.Popen([cli("medfuzz"), "demo", "--quick", "--limit", "2", "--out", str(tmp_path)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
@@ -144,13 +146,13 @@ def test_a_killed_demo_leaves_no_server_running(how, tmp_path):
             lines.append(line)
             if "embedded model serving at" in line:  # the server is up
                 break
-        started = _servers() - before
-        assert started, "".join(lines)
+        port = re.search(r"embedded model serving at http://127\.0\.0\.1:(\d+)", "".join(lines))
+        assert port and _servers(port.group(1)), "".join(lines)
         process.send_signal(getattr(signal, how))
         output = "".join(lines) + process.communicate(timeout=60)[0]
         if how == "SIGTERM":
             assert process.returncode == 130 and f"interrupted; finished logs in {tmp_path}" in output, output
-        assert _gone(started), f"the llama server outlived a demo killed by {how}"
+        assert _gone(port.group(1)), f"the llama server outlived a demo killed by {how}"
     finally:
         if process.poll() is None:
             process.kill()

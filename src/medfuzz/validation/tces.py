@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import random
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -91,7 +93,11 @@ def validation_vocabulary(spec: PlantedSpec, items: Sequence[MCQItem], size: int
     path = folder / f"tces-{spec.tces.entity}-{size}-{seed}.txt"
     text = "# medfuzz validate: TCES perturbation set\n" + "\n".join(names) + "\n"
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
+        # written whole, then renamed: two validations at once (or parallel test workers) never read half a file
+        handle, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        Path(tmp).replace(path)
     return path
 
 
