@@ -15,12 +15,10 @@ as ``12h``, ``3D``, ``2W`` (units s, m, h, D, W, M, Y as in Inspect); ``never`` 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -29,7 +27,7 @@ from typing import Any
 
 from medfuzz.errors import MedfuzzError
 from medfuzz.models.protocol import ChatMessage, ChatModel, Generation, TokenUsage
-from medfuzz.paths import cache_dir
+from medfuzz.paths import cache_dir, write_atomically
 
 ENV = "MEDFUZZ_CALL_CACHE"
 DEFAULT_EXPIRY = "1W"
@@ -110,14 +108,8 @@ class CallCache:
         entry = {"expires": time.time() + self.ttl if self.ttl else None,
                  "generation": {"text": generation.text, "letter_logprobs": generation.letter_logprobs,
                                 "usage": asdict(generation.usage), "model": generation.model}}
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump(entry, out, ensure_ascii=False)
-            os.replace(tmp, path)  # atomic: a reader sees the whole entry or none
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        data = json.dumps(entry, ensure_ascii=False).encode("utf-8")
+        write_atomically(path, lambda out: out.write(data))  # a reader sees the whole entry or none
 
 
 class CachedChatModel:

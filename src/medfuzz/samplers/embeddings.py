@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -20,6 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from medfuzz.errors import MedfuzzError
+from medfuzz.paths import write_atomically
 from medfuzz.samplers.vocab import Vocabulary
 
 # short names for the encoders the paper used (they need the hub or a local copy)
@@ -128,9 +127,5 @@ def vocabulary_vectors(vocabulary: Vocabulary, encoder: Encoder, cache: Path | b
                 return vectors
     vectors = encoder.encode(list(vocabulary.names))
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(handle, "wb") as stream:
-            np.save(stream, vectors)
-        Path(tmp).replace(path)  # atomic: a concurrent reader sees the old file or the whole new one
+        write_atomically(path, lambda stream: np.save(stream, vectors))
     return vectors

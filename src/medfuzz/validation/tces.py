@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import random
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -77,7 +75,7 @@ def validation_vocabulary(spec: PlantedSpec, items: Sequence[MCQItem], size: int
     """A name-per-line vocabulary file: ``size`` names drawn (seeded) from the builtin list of the spec's entity
     type, plus every option of ``items`` and the planted universal names. Kept under ``$MEDFUZZ_CACHE`` so its
     vectors are cached like any vocabulary's."""
-    from medfuzz.paths import cache_dir
+    from medfuzz.paths import cache_dir, write_atomically
     from medfuzz.samplers.vocab import load_vocabulary, normalise_name
 
     builtin = load_vocabulary(spec.tces.entity)
@@ -93,11 +91,8 @@ def validation_vocabulary(spec: PlantedSpec, items: Sequence[MCQItem], size: int
     path = folder / f"tces-{spec.tces.entity}-{size}-{seed}.txt"
     text = "# medfuzz validate: TCES perturbation set\n" + "\n".join(names) + "\n"
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        # written whole, then renamed: two validations at once (or parallel test workers) never read half a file
-        handle, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        Path(tmp).replace(path)
+        # two validations at once (or parallel test workers) never read half a file
+        write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
     return path
 
 
