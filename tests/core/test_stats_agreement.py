@@ -57,3 +57,64 @@ def test_guess_accuracy_is_the_mean_of_one_over_the_option_counts() -> None:
     # two 4-option items and one 5-option item: (1/4 + 1/4 + 1/5) / 3 = 0.2333..., not 1 / mean(4, 4, 5) = 0.2308
     assert guess_accuracy([4, 4, 5]) == pytest.approx(7 / 30)
     assert guess_accuracy([]) is None
+
+
+def _every_k_and_n(largest: int):
+    import numpy as np
+
+    n = np.repeat(np.arange(1, largest + 1), np.arange(2, largest + 2))
+    k = np.concatenate([np.arange(m + 1) for m in range(1, largest + 1)])
+    return k, n
+
+
+def test_wilson_interval_holds_its_point_and_range_for_every_k_and_n_to_2000():
+    """Over the whole domain k ≤ n ≤ 2,000 (2,003,000 pairs): 0 ≤ low ≤ k/n ≤ high ≤ 1, exactly 0 at k = 0 and 1
+    at k = n, and equal to the closed-form Wilson bounds elsewhere. statsmodels alone misses k/n at the ends for
+    hundreds of n (0.9999999999999999 at 7/7, 2.8e-17 at 0/7): the plot's error bars refused them."""
+    import numpy as np
+
+    from medfuzz.scorers.stats import wilson_interval
+
+    k, n = _every_k_and_n(2000)
+    low, high = wilson_interval(k, n)
+    share = k / n
+    assert np.all((low >= 0) & (low <= share) & (share <= high) & (high <= 1))
+    assert np.all(low[k == 0] == 0.0) and np.all(high[k == n] == 1.0)
+    z = 1.959963984540054  # the closed form, away from the ends where it is exact only up to rounding
+    centre = (k + z * z / 2) / (n + z * z)
+    half = z / (n + z * z) * np.sqrt(k * (n - k) / n + z * z / 4)
+    inside = (k > 0) & (k < n)
+    assert np.allclose(low[inside], (centre - half)[inside], rtol=0, atol=1e-12)
+    assert np.allclose(high[inside], (centre + half)[inside], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 13, 300, 1299])
+def test_proportion_is_the_same_interval_with_exact_ends(n: int):
+    from medfuzz.scorers.stats import wilson_interval
+
+    for k in range(n + 1):
+        p = proportion(k, n)
+        low, high = wilson_interval(k, n)
+        assert (p.low, p.high) == (float(low), float(high))
+    assert proportion(0, n).low == 0.0 and proportion(n, n).high == 1.0
+
+
+def test_the_report_error_bars_accept_every_end_value(tmp_path):
+    """The TCES plot's error bars (the crash of issue 26) at 0/n and n/n for the sizes statsmodels rounds wrong."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from medfuzz.report.tces import _errorbar, wilson
+
+    fig, ax = plt.subplots()
+    _errorbar(ax, [1, 2, 3, 4], [wilson(7, 7), wilson(0, 7), wilson(300, 300), wilson(0, 1299)])
+    plt.close(fig)
+    assert wilson(7, 7)[2] == 1.0 and wilson(0, 7)[1] == 0.0
+
+
+def test_kappa_interval_stays_within_minus_one_and_one():
+    first = ["yes"] * 3 + ["no"] * 3
+    result = cohen_kappa(first, first, LABELS)  # perfect agreement on 6 units: the Wald interval passes 1
+    assert result.kappa == 1.0 and result.high == 1.0 and -1.0 <= result.low <= 1.0

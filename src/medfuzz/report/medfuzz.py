@@ -25,7 +25,14 @@ from typing import Any
 
 from medfuzz.report._csv import safe_cell
 from medfuzz.scorers.medfuzz import totals
-from medfuzz.scorers.stats import DEFAULT_ALPHA, adjust, attainability, guess_accuracy, significant
+from medfuzz.scorers.stats import (
+    DEFAULT_ALPHA,
+    adjust,
+    attainability,
+    guess_accuracy,
+    significant,
+    wilson_interval,
+)
 from medfuzz.solvers.medfuzz.parsing import word_opcodes
 
 TASKS = ("medfuzz", "medfuzz_medqa", "medfuzz_medmcqa")  # older logs without the method in their metadata
@@ -230,8 +237,6 @@ def _plot(curves: list[tuple[str, list[float]]], sizes: list[int], path: Path, c
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
-    from statsmodels.stats.proportion import proportion_confint
-
     fig, ax = plt.subplots(figsize=(6, 4))
     for (label, curve), n in zip(curves, sizes, strict=True):
         ks = list(range(len(curve)))
@@ -239,7 +244,7 @@ def _plot(curves: list[tuple[str, list[float]]], sizes: list[int], path: Path, c
         if n:
             # 95% Wilson interval over the usable replicates (replicates of one item are not independent,
             # so read it as a lower bound on the uncertainty)
-            low, high = proportion_confint([round(a * n) for a in curve], n, alpha=0.05, method="wilson")
+            low, high = wilson_interval([round(a * n) for a in curve], n)
             ax.fill_between(ks, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
     if chance is not None:  # a model that guesses uniformly: where an attacked accuracy bottoms out by chance
         ax.axhline(chance, linestyle=":", color="red", label=f"chance level (uniform guess, {chance:.2f})")

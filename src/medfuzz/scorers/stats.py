@@ -19,7 +19,8 @@
   McNemar test, written out so each number can be explained and checked against statsmodels in the tests;
 - paired clean/attacked accuracies and the flip rate (one definition for every method and harness);
 - Gini-Simpson diversity ``1 - Σ q_j²`` (TCES);
-- a proportion with its Wilson interval (statsmodels' ``proportion_confint``) and Cohen's kappa between two
+- a proportion with its Wilson interval (statsmodels' ``proportion_confint``, held to [0, 1] and to its own
+  point: ``wilson_interval``) and Cohen's kappa between two
   raters (statsmodels' ``cohens_kappa``), for the expert review of MedFuzz attacks;
 - pairing two runs' per-item results by item id (``pair_items``), which says which ids only one run has.
 """
@@ -341,14 +342,28 @@ class Proportion:
         return {"k": self.k, "n": self.n, "share": self.value, "ci_low": self.low, "ci_high": self.high}
 
 
+def wilson_interval(k: np.ndarray | int, n: np.ndarray | int, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """The two-sided Wilson interval of ``k`` successes in ``n`` trials (arrays or scalars, every ``n`` > 0),
+    from statsmodels' ``proportion_confint``, made to hold its own point and its range: statsmodels' bounds miss
+    k / n at the ends through rounding (0.9999999999999999 at k = n, 2.8e-17 at k = 0), which a plot's error bar
+    turns into a negative length. Here 0 <= low <= k / n <= high <= 1, low is exactly 0 at k = 0 and high exactly
+    1 at k = n (the Wilson bounds' exact values there)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    k_arr, n_arr = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    low, high = proportion_confint(k_arr, n_arr, alpha=alpha, method="wilson")
+    share = k_arr / n_arr
+    low = np.where(k_arr == 0, 0.0, np.clip(low, 0.0, share))
+    high = np.where(k_arr == n_arr, 1.0, np.clip(high, share, 1.0))
+    return low, high
+
+
 def proportion(k: int, n: int, alpha: float = 0.05) -> Proportion:
     if not 0 <= k <= n:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if n == 0:
         return Proportion(0, 0, math.nan, math.nan, math.nan)
-    from statsmodels.stats.proportion import proportion_confint
-
-    low, high = proportion_confint(k, n, alpha=alpha, method="wilson")
+    low, high = wilson_interval(k, n, alpha)
     return Proportion(k, n, k / n, float(low), float(high))
 
 
@@ -390,7 +405,10 @@ def cohen_kappa(first: Sequence[str], second: Sequence[str], categories: Sequenc
     from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa
 
     result = sm_kappa(table)
-    return Kappa(n, float(result.kappa), float(result.kappa_low), float(result.kappa_upp), agreement)
+    kappa = float(result.kappa)
+    # the asymptotic (Wald) interval can leave kappa's range [-1, 1]: held there, like the Wilson interval
+    return Kappa(n, kappa, max(-1.0, min(float(result.kappa_low), kappa)),
+                 min(1.0, max(float(result.kappa_upp), kappa)), agreement)
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,23 @@ def wilson_checks() -> list[Check]:
         got = stats.proportion(k, n)
         low, high = wilson(k, n, z)
         worst = max(worst, abs(got.low - low), abs(got.high - high))
-    return [exact_check(METHOD, "Wilson 95% interval, closed form (max |diff|)", 0.0, worst, 4, tolerance=0.0)]
+    return [exact_check(METHOD, "Wilson 95% interval, closed form (max |diff|)", 0.0, worst, 4, tolerance=0.0),
+            wilson_range_check()]
+
+
+def wilson_range_check(largest: int = 80) -> Check:
+    """Every k <= n <= ``largest``: 0 <= low <= k/n <= high <= 1 with low exactly 0 at k = 0 and high exactly 1 at
+    k = n. Rounding breaks this for hundreds of n in statsmodels' own bounds, and a plot's error bar then refuses
+    a negative length (the report crash of issue 26)."""
+    pairs = [(k, n) for n in range(1, largest + 1) for k in range(n + 1)]
+    bad = 0
+    for k, n in pairs:
+        got = stats.proportion(k, n)
+        holds = 0.0 <= got.low <= got.value <= got.high <= 1.0
+        ends = (k > 0 or got.low == 0.0) and (k < n or got.high == 1.0)
+        bad += not (holds and ends)
+    return count_check(METHOD, f"Wilson interval within [0, 1] and around its point, exact ends (k <= n <= {largest})",
+                       bad, len(pairs), note="intervals violating the range, the point or the exact ends")
 
 
 def mcnemar_checks() -> list[Check]:
