@@ -247,3 +247,47 @@ def test_planted_server_latency_delays_model_calls_and_overlaps_them():
         server.stop()
     with pytest.raises(ValueError, match="latency_ms"):
         launch(latency_ms=-1)
+
+
+def test_planted_server_transient_faults_fail_the_first_attempt_only():
+    """A seeded share of distinct calls fails once (500, 429 with Retry-After, or a hang that closes without a
+    reply); the same request body then succeeds; GETs and the rest are untouched."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from medfuzz.models.planted.server import API_KEY, TransientFaults, launch
+
+    faults = TransientFaults(rate=0.5, hang_seconds=0.2, seed=3)
+    server = launch(PlantedSpec.load().with_target(data="demo"), faults=faults)
+
+    def call(text: str) -> int:
+        body = json.dumps({"model": server.target_name, "messages": [{"role": "user", "content": text}],
+                           "max_tokens": 4}).encode()
+        request = urllib.request.Request(f"{server.base_url}/chat/completions", data=body, method="POST",
+                                         headers={"Content-Type": "application/json",
+                                                  "Authorization": f"Bearer {API_KEY}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status
+        except urllib.error.HTTPError as err:
+            assert err.code != 429 or err.headers["Retry-After"] == "1"
+            return err.code
+        except (urllib.error.URLError, ConnectionError, OSError):  # the hang: closed without a reply
+            return 0
+
+    try:
+        first = {text: call(text) for text in (f"question {i}" for i in range(40))}
+        again = {text: call(text) for text in first}
+        failed = [t for t, status in first.items() if status != 200]
+        assert 8 <= len(failed) <= 32  # about half of 40 distinct requests
+        assert set(first.values()) <= {200, 500, 429, 0} and all(s == 200 for s in again.values())
+        assert sum(faults.served.values()) == len(failed) and set(faults.served) <= {"500", "429", "hang"}
+        with urllib.request.urlopen(f"{server.base_url}/models", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        server.stop()
+    assert TransientFaults.parse("0.1:500+hang").kinds == ("500", "hang")
+    for bad in ("x", "0.1:404", "2"):
+        with pytest.raises(ValueError, match=r"--faults"):
+            TransientFaults.parse(bad)

@@ -36,14 +36,18 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _planted_serve(args: argparse.Namespace) -> int:
     """Serve the planted (known-truth) models until Ctrl-C / SIGTERM (see docs/validation.md)."""
-    from medfuzz.models.planted.server import launch
+    from medfuzz.models.planted.server import TransientFaults, launch
     from medfuzz.models.planted.spec import PlantedSpec
 
     spec = PlantedSpec.load(args.spec)
     if args.data:
         spec = spec.with_target(data=args.data)
+    try:
+        faults = TransientFaults.parse(args.faults) if args.faults else None
+    except ValueError as err:
+        raise SystemExit(f"medfuzz planted serve: {err}") from None
     stop_servers_on_signals()
-    server = launch(spec, port=args.port or 0, latency_ms=args.latency_ms)
+    server = launch(spec, port=args.port or 0, latency_ms=args.latency_ms, faults=faults)
     print(server.usage_text(), flush=True)
     print("\nPress Ctrl-C to stop.", flush=True)
     try:
@@ -72,4 +76,7 @@ def add_parsers(commands: Any) -> None:
     planted_serve.add_argument("--port", type=int, default=None, help="default: a free port")
     planted_serve.add_argument("--latency-ms", type=float, default=0.0,
                                help="fixed delay before every model call's reply (imitate a real endpoint)")
+    planted_serve.add_argument("--faults", default=None, metavar="RATE[:KINDS]",
+                               help="transient faults like a busy endpoint's: a seeded share of distinct calls fail "
+                                    "on their first attempt with 500, 429 or a hang (e.g. 0.1 or 0.1:500+429)")
     planted_serve.set_defaults(func=_planted_serve)

@@ -7,16 +7,22 @@ letter); ``POST /v1/completions`` (``echo`` with per-token prompt log-probabilit
 token); ``GET /tokenizer_info``, ``POST /tokenize``, ``POST /detokenize`` (lm-eval's remote tokenizer, so
 ``local-completions`` needs no Hugging Face tokenizer). Model ``<name>`` is the target and
 ``<name>-attacker`` the attacker.
+
+``TransientFaults`` makes it behave like a busy real endpoint: a seeded share of distinct model-call requests
+fail on their first attempt (500, 429 with ``Retry-After``, or a hang longer than the client's deadline) and
+succeed when retried, so a run must retry its way to the same numbers as a faultless one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -56,6 +62,57 @@ def _cut(text: str, stop: Any, max_tokens: int | None) -> str:
         if s and s in text:
             text = text[: text.index(s)]
     return text[:max_tokens] if max_tokens is not None else text
+
+
+TRANSIENT_KINDS = ("500", "429", "hang")
+
+
+@dataclass
+class TransientFaults:
+    """A seeded ``rate`` of distinct model-call requests (keyed by their exact body) fail on their first attempt
+    with one of ``kinds`` (drawn per request): ``500``, ``429`` (``Retry-After: 1``), or ``hang`` (no reply for
+    ``hang_seconds``, then the connection closes). A retry of the same body succeeds. ``served`` counts the
+    faults served per kind."""
+
+    rate: float = 0.0
+    kinds: tuple[str, ...] = TRANSIENT_KINDS
+    hang_seconds: float = 10.0
+    seed: int = 0
+    served: Counter[str] = field(default_factory=Counter)
+    _seen: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.kinds if k not in TRANSIENT_KINDS]
+        if unknown or not self.kinds:
+            raise ValueError(f"fault kinds must be some of {TRANSIENT_KINDS}, got {list(self.kinds)}")
+        if not 0.0 <= self.rate <= 1.0:
+            raise ValueError(f"fault rate must be in [0, 1], got {self.rate}")
+
+    @classmethod
+    def parse(cls, text: str) -> TransientFaults:
+        """``RATE[:KIND+KIND...]``, e.g. ``0.1`` or ``0.1:500+429+hang``."""
+        rate, _, kinds = text.partition(":")
+        try:
+            return cls(float(rate), tuple(kinds.split("+")) if kinds else TRANSIENT_KINDS)
+        except ValueError as err:
+            raise ValueError(f"--faults {text!r}: {err} (expected RATE[:KIND+KIND], e.g. 0.1:500+429+hang)") from None
+
+    def fault_for(self, raw: bytes) -> str | None:
+        """The fault this request gets, or None: only the first attempt of a request drawn into the faulty share."""
+        if self.rate <= 0.0:
+            return None
+        digest = hashlib.sha256(f"{self.seed}|".encode() + raw).hexdigest()
+        if int(digest[:8], 16) / 0x100000000 >= self.rate:
+            return None
+        with self._lock:
+            if digest in self._seen:
+                return None
+            self._seen.add(digest)
+        kind = self.kinds[int(digest[8:16], 16) % len(self.kinds)]
+        with self._lock:
+            self.served[kind] += 1
+        return kind
 
 
 class PlantedApp:
@@ -185,15 +242,34 @@ class PlantedApp:
         return 404, {"error": {"message": f"no route {method} {path}"}}
 
 
-def _handler(app: PlantedApp, latency: float = 0.0) -> type[BaseHTTPRequestHandler]:
+def _handler(app: PlantedApp, latency: float = 0.0,
+             faults: TransientFaults | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def _fault(self, kind: str) -> None:
+            if kind == "hang":  # longer than the client's deadline: it gives up and retries
+                time.sleep(faults.hang_seconds if faults else 0.0)
+                self.close_connection = True
+                return
+            status, retry = (429, {"Retry-After": "1"}) if kind == "429" else (500, {})
+            data = json.dumps({"error": {"message": f"planted transient fault {kind}", "type": "server_error"}})
+            self.send_response(status)
+            for name, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
+                                **retry}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data.encode())
 
         def _reply(self, method: str) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             if latency and method == "POST":  # a model call: as slow as the endpoint being imitated (one thread
                 time.sleep(latency)  # per connection, so concurrent calls overlap like a real server's)
+            kind = faults.fault_for(raw) if faults is not None and method == "POST" else None
+            if kind is not None:
+                self._fault(kind)
+                return
             try:
                 body = json.loads(raw) if raw else {}
             except ValueError:
@@ -224,6 +300,7 @@ class PlantedServer:
     app: PlantedApp
     httpd: ThreadingHTTPServer
     thread: threading.Thread
+    faults: TransientFaults | None = None
 
     @property
     def port(self) -> int:
@@ -270,17 +347,18 @@ class PlantedServer:
 
 
 def launch(spec: PlantedSpec | None = None, items: Sequence[MCQItem] | None = None, port: int = 0,
-           latency_ms: float = 0.0) -> PlantedServer:
+           latency_ms: float = 0.0, faults: TransientFaults | None = None) -> PlantedServer:
     """Serve in a background thread (port 0: a free one); ``stop()`` ends it. ``latency_ms``: a fixed delay
-    before every model call's reply (scale runs against a server as slow as a real endpoint)."""
+    before every model call's reply (scale runs against a server as slow as a real endpoint); ``faults``:
+    transient first-attempt failures of a share of the calls."""
     if latency_ms < 0:
         raise ValueError(f"latency_ms must be 0 or more, got {latency_ms}")
     app = PlantedApp(spec or PlantedSpec.load(), items)
-    httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(app, latency_ms / 1000.0))
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(app, latency_ms / 1000.0, faults))
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, name="planted-server", daemon=True)
     thread.start()
-    return PlantedServer(app, httpd, thread)
+    return PlantedServer(app, httpd, thread, faults)
 
 
 @contextlib.contextmanager
