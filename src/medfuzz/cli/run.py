@@ -235,6 +235,10 @@ def add_parser(commands: Any) -> None:
                      help="run the K-th of N contiguous slices of every run's items (one process or machine per "
                           "shard, each with its own --out); medfuzz report / compare merge the N shards of a run "
                           "into one run before any statistic")
-    run.add_argument("--threads", type=int, default=2, help="CPU threads of the embedded model")
+    from medfuzz.models.local import default_threads
+
+    run.add_argument("--threads", type=int, default=default_threads(),
+                     help="CPU threads of the embedded model (default: 2, or fewer where this process may use "
+                          "fewer cores); its OpenMP threads wait passively unless OMP_WAIT_POLICY says otherwise")
     run.add_argument("--no-report", action="store_true", help="skip medfuzz report at the end")
     run.set_defaults(func=_run)
