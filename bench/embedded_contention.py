@@ -36,7 +36,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 PROMPT = ("A 45-year-old man has crushing chest pain radiating to the left arm for one hour, with sweating. "
-          "What is the most likely diagnosis, and what is the first test to order? Answer in two sentences.")
+          "List five possible diagnoses, and for each one the test that would confirm it, one line each.")
 POLICIES = ("before", "after")
 
 
