@@ -45,7 +45,7 @@ def plan_from(args: argparse.Namespace) -> Any:
         limit=args.limit, options=_pairs(args.option), max_connections=args.max_connections,
         attempt_timeout=args.attempt_timeout, max_samples=args.max_samples, max_tasks=args.max_tasks,
         retry_attempts=args.retry_attempts, display=args.display, shard=_shard(args.shard),
-        log_realtime=not args.no_log_realtime)
+        log_realtime=args.log_realtime)
     plan.check_options()
     return plan
 
@@ -228,9 +228,11 @@ def add_parser(commands: Any) -> None:
     run.add_argument("--retry-attempts", type=int, default=None, help="eval_set's retries of a failed run")
     run.add_argument("--display", default="none",
                      help="Inspect's display (none: medfuzz's progress line with the bound and the ETA)")
-    run.add_argument("--no-log-realtime", action="store_true",
-                     help="skip Inspect's realtime sample buffer (inspect view then shows samples only when a run "
-                          "ends; the logs are the same): about 5 %% less client CPU per call at scale")
+    run.add_argument("--log-realtime", action=argparse.BooleanOptionalAction, default=False,
+                     help="keep Inspect's realtime sample buffer, so that inspect view shows samples while they run "
+                          "(off by default: medfuzz run prints its own progress; the logs are the same, and the "
+                          "buffer costs 11-42 %% of the client's CPU per call, docs/performance.md P9). "
+                          "--no-log-realtime, the default now, is still accepted")
     run.add_argument("--shard", default=None, metavar="K/N",
                      help="run the K-th of N contiguous slices of every run's items (one process or machine per "
                           "shard, each with its own --out); medfuzz report / compare merge the N shards of a run "
