@@ -51,12 +51,14 @@ def plan_from(args: argparse.Namespace) -> Any:
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:
-    if text is None:
+    from medfuzz.cli.shard import parse_shard
+
+    shard = parse_shard(text)
+    if shard is None:
         return None
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
-    if match is None:
-        raise MedfuzzError(f"--shard {text!r}: expected K/N, e.g. 2/4 (the 2nd of 4 slices of every run's items)")
-    return int(match.group(1)), int(match.group(2))
+    if shard.source != "given":
+        print(f"--shard {text.strip()}: shard {shard.index}/{shard.count} ({shard.source})", flush=True)
+    return shard.as_pair()
 
 
 @dataclass
@@ -233,10 +235,12 @@ def add_parser(commands: Any) -> None:
                           "(off by default: medfuzz run prints its own progress; the logs are the same, and the "
                           "buffer costs 11-42 %% of the client's CPU per call, docs/performance.md P9). "
                           "--no-log-realtime, the default now, is still accepted")
-    run.add_argument("--shard", default=None, metavar="K/N",
+    run.add_argument("--shard", default=None, metavar="K/N|auto|auto/N",
                      help="run the K-th of N contiguous slices of every run's items (one process or machine per "
                           "shard, each with its own --out); medfuzz report / compare merge the N shards of a run "
-                          "into one run before any statistic")
+                          "into one run before any statistic. auto: K and N from a Slurm job array "
+                          "(SLURM_ARRAY_TASK_ID/_MIN/_COUNT) or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX; "
+                          "N from auto/N or MEDFUZZ_SHARD_COUNT); docs/performance.md P8")
     from medfuzz.models.local import default_threads
 
     run.add_argument("--threads", type=int, default=default_threads(),
