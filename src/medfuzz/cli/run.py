@@ -233,7 +233,7 @@ def add_parser(commands: Any) -> None:
     run.add_argument("--log-realtime", action=argparse.BooleanOptionalAction, default=False,
                      help="keep Inspect's realtime sample buffer, so that inspect view shows samples while they run "
                           "(off by default: medfuzz run prints its own progress; the logs are the same, and the "
-                          "buffer costs 11-42 %% of the client's CPU per call, docs/performance.md P9). "
+                          "buffer costs 11-42 %% of the client's CPU per call: 19 %% in docs/performance.md P9). "
                           "--no-log-realtime, the default now, is still accepted")
     run.add_argument("--shard", default=None, metavar="K/N|auto|auto/N",
                      help="run the K-th of N contiguous slices of every run's items (one process or machine per "

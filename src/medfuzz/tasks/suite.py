@@ -490,7 +490,7 @@ def samples_done_before(log_dir: Path, built: Sequence[tuple[SuiteRun, Any]], mo
 def eval_set_args(plan: SuitePlan) -> dict[str, Any]:
     settings = plan.settings()
     args: dict[str, Any] = {"display": plan.display, **LEVELS[plan.level].generate}
-    # off unless asked: the buffer costs 11-42 % of the client's CPU per call (docs/performance.md, P9) and
+    # off unless asked: the buffer costs 11-42 % of the client's CPU per call (19 %: docs/performance.md P9) and
     # medfuzz run's progress line replaces the live view
     args["log_realtime"] = plan.log_realtime
     for name in ("max_connections", "attempt_timeout", "max_samples", "max_tasks", "retry_attempts"):
