@@ -4,14 +4,7 @@ here verbatim as the reference) and after (``draw_many``: Gumbel-top-k, the whol
 vocabulary normalised once), measured in one run; then vocabulary embedding time cold vs cached. Prints tables;
 not a test (timings depend on the machine).
 
-``--per-key`` (issue 28, item 4): PDWS ``draw_many`` at the attack's budget from one key, before (issue 13's
-per-call path, kept here verbatim: the weights of the whole vocabulary recomputed at every call) and after (the
-key's ``PDWSWeights`` computed once, ``PDWSSampler.weights``), alternating in rounds in one process, with a check
-that both give the same draws and leave the generator in the same state. Prints draws per second of the best
-round (the least disturbed by other processes), the median round, and the fastest batch of 50 calls (closest to
-a quiet machine's per-call time), and the one-off cost of the weights.
-
-    python bench/tces_samplers.py [--vocab 10000] [--draws 2000] [--embed-names 2000] [--no-embed] [--per-key]
+    python bench/tces_samplers.py [--vocab 10000] [--draws 2000] [--embed-names 2000] [--no-embed]
 """
 
 from __future__ import annotations
@@ -20,7 +13,6 @@ import argparse
 import os
 import tempfile
 import time
-import timeit
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,9 +23,7 @@ from medfuzz.samplers.sampling import (
     CandidatePool,
     PDWSSampler,
     RandomSampler,
-    gumbel_top_k,
     pdws_probabilities,
-    pdws_tiers,
     unit_cosine_distances,
     unit_rows,
 )
@@ -62,19 +52,6 @@ def before_draw(n: float | None, available: np.ndarray, distances: np.ndarray, r
     return choice
 
 
-def issue13_pdws_draw_many(n: float, pool: CandidatePool, distances: np.ndarray, k: int,
-                           rng: np.random.Generator) -> np.ndarray:
-    """``PDWSSampler.draw_many`` as it was before issue 28 (verbatim): every call recomputes ``log h^n`` over the
-    pool, takes the log of every noise value and argpartitions the whole pool."""
-    candidates = pool.indices()
-    if len(candidates) == 0:
-        raise ValueError("the candidate pool is empty")
-    tiers, logs = pdws_tiers(np.asarray(distances)[candidates], n)
-    chosen = candidates[gumbel_top_k(tiers, logs, k, rng)]
-    pool.remove(chosen)
-    return chosen
-
-
 # ----------------------------------------------------------------------------------------------- timing
 
 
@@ -94,12 +71,7 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=8)
     parser.add_argument("--embed-names", type=int, default=2_000, help="names to embed for the cache timing")
     parser.add_argument("--no-embed", action="store_true", help="skip the embedding timing")
-    parser.add_argument("--per-key", action="store_true", help="only the per-key PDWS table (issue 28)")
-    parser.add_argument("--rounds", type=int, default=7, help="--per-key: alternating rounds of 0.5 s each")
     args = parser.parse_args()
-    if args.per_key:
-        per_key_table(args)
-        return
 
     rng = np.random.default_rng(1)
     vectors = rng.normal(size=(args.vocab, args.dim)).astype(np.float32)
@@ -143,50 +115,6 @@ def main() -> None:
           f"{timeit_ms(lambda: unit_rows(vectors, np.float32)):.1f} ms)\n")
     if not args.no_embed:
         embedding_timing(args.embed_names)
-
-
-def per_key_table(args: argparse.Namespace) -> None:
-    """PDWS at ``--budget`` from one key: issue 13's per-call path against the key's precomputed weights."""
-    rng = np.random.default_rng(1)
-    unit = unit_rows(rng.normal(size=(args.vocab, args.dim)).astype(np.float32), np.float32)
-    excluded = (0, 1, 2, 3, 4)  # an attack's pool: the key's and the options' entities are out
-    print(f"## PDWS from one key, budget {args.budget}, {args.vocab:,}-entry vocabulary less {len(excluded)} "
-          f"excluded; load (1-minute) {os.getloadavg()[0]:.2f} at the start\n")
-    print("| n | draws/s before: best / median round / fastest batch | draws/s after: best / median round / fastest "
-          "batch | speed-up: best round / fastest batch | same draws | weights once per key (ms) |\n"
-          "|---|---|---|---|---|---|")
-    for n in (-20.0, -5.0, 0.0, 5.0, 20.0):
-        distances = unit_cosine_distances(rng.normal(size=args.dim), unit)
-        sampler = PDWSSampler(n)
-        started = time.perf_counter()
-        weights = sampler.weights(distances)
-        weights_ms = (time.perf_counter() - started) * 1000
-        same = True
-        for seed in range(200):
-            old_rng, new_rng = np.random.default_rng(seed), np.random.default_rng(seed)
-            old = issue13_pdws_draw_many(n, CandidatePool(args.vocab, excluded), distances, args.budget, old_rng)
-            new = sampler.draw_many(CandidatePool(args.vocab, excluded), weights, args.budget, new_rng)
-            same &= bool(np.array_equal(old, new)) and old_rng.random() == new_rng.random()
-        old_rng, new_rng = np.random.default_rng(0), np.random.default_rng(0)
-
-        def before(n: float = n, distances: np.ndarray = distances, draw_rng: np.random.Generator = old_rng) -> int:
-            return len(issue13_pdws_draw_many(n, CandidatePool(args.vocab, excluded), distances, args.budget,
-                                              draw_rng))
-
-        def after(sampler: PDWSSampler = sampler, weights=weights, draw_rng: np.random.Generator = new_rng) -> int:
-            return len(sampler.draw_many(CandidatePool(args.vocab, excluded), weights, args.budget, draw_rng))
-
-        olds, news, old_batches, new_batches = [], [], [], []
-        for _ in range(args.rounds):  # alternating, so that both see the same load
-            olds.append(per_second(before, 0.5))
-            news.append(per_second(after, 0.5))
-            old_batches.append(min(timeit.repeat(before, number=50, repeat=20)) / 50)
-            new_batches.append(min(timeit.repeat(after, number=50, repeat=20)) / 50)
-        old_best, new_best = args.budget / min(old_batches), args.budget / min(new_batches)
-        print(f"| {n:+g} | {max(olds):,.0f} / {np.median(olds):,.0f} / {old_best:,.0f} | {max(news):,.0f} / "
-              f"{np.median(news):,.0f} / {new_best:,.0f} | {max(news) / max(olds):.2f}× / {new_best / old_best:.2f}× | "
-              f"{same} | {weights_ms:.2f} |", flush=True)
-    print(f"\nload (1-minute) at the end {os.getloadavg()[0]:.2f}")
 
 
 def timeit_ms(work: Callable[[], object], repeat: int = 5) -> float:

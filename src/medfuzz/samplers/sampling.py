@@ -9,9 +9,7 @@ the indices of ``log w_j + g_j`` sorted in decreasing order are distributed exac
 replacement with probabilities ∝ ``w_j`` renormalised over what is left (Kool, van Hoof & Welling 2019, "Stochastic
 Beams and Where to Find Them", §3; Vieira 2014). numpy has no weighted sampling without replacement that draws
 sequentially in this sense (``Generator.choice(replace=False, p=...)`` is documented for it but is O(n) per
-draw), hence the few lines here. A key drawn from more than once can have its weights computed once
-(``PDWSWeights``, issue 28): each draw then takes logarithms only where the top ``k`` can be, with the same
-draws and the same generator consumption.
+draw), hence the few lines here.
 """
 
 from __future__ import annotations
@@ -97,13 +95,7 @@ def gumbel_top_k(tiers: np.ndarray | None, log_weights: np.ndarray | None, k: in
     k = min(int(k), size)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    return _top_k_of(tiers, log_weights, rng.standard_exponential(size), k)
-
-
-def _top_k_of(tiers: np.ndarray | None, log_weights: np.ndarray | None, exponential: np.ndarray,
-              k: int) -> np.ndarray:
-    """``gumbel_top_k`` given its exponential noise (one value per entry) and ``1 <= k <= len(exponential)``."""
-    size = len(exponential)
+    exponential = rng.standard_exponential(size)
     # ascending sort keys: -(log w + G) = log E - log w
     keys = exponential if log_weights is None else np.log(exponential) - log_weights
     if tiers is not None and (tiers != 1).any():  # rare: some zero distance; sort by (tier, key)
@@ -112,69 +104,6 @@ def _top_k_of(tiers: np.ndarray | None, log_weights: np.ndarray | None, exponent
         top = np.argpartition(keys, k - 1)[:k]
         return top[np.argsort(keys[top], kind="stable")]
     return np.argsort(keys, kind="stable")
-
-
-HEAVY = 256  # entries of largest weight kept per key (PDWSWeights.heavy): the threshold's sample
-FILTER_MARGIN = 1e-6  # in log units: far above the round-off of the filter (~1e-13), so it only ever adds entries
-
-
-@dataclass(frozen=True, eq=False)
-class PDWSWeights:
-    """Eq. 3's weights of one key over the whole vocabulary (``pdws_weights``), computed once and shared by every
-    draw from that key, so that a draw pays only for its own noise.
-
-    A draw (``PDWSSampler.draw_many``) must still draw one exponential per available entry (the same generator
-    consumption, hence the same draws as the per-call path), but needs the exact Gumbel key ``log E - log w``
-    only where it can reach the top ``k``: a threshold ``t`` is the ``k``-th smallest key among the heaviest
-    available entries (``heavy``), and ``log E_j - log w_j <= t`` is ``E_j <= exp(t + top) * scaled_j`` with
-    ``scaled = exp(log w - top)``, one multiply and compare per entry instead of a logarithm and an argpartition.
-    The filter keeps a superset (``FILTER_MARGIN``); on that superset the keys are computed exactly as the
-    per-call path computes them, so the same ``k`` entries come out in the same order. Where that cannot be
-    guaranteed (a zero distance, weights spanning more than a double's range, a tie among the first ``k + 1``
-    keys, a pool too small to gain) the draw falls back to the per-call path with the same noise."""
-
-    n: float
-    tiers: np.ndarray  # int8 per entry, as pdws_tiers
-    logs: np.ndarray  # log h_j^n per entry (0 where the tier is not 1), as pdws_tiers
-    top: float  # the largest log-weight
-    scaled: np.ndarray  # exp(logs - top), in (0, 1] when ``filterable``
-    heavy: np.ndarray  # indices of the HEAVY largest log-weights, largest first
-    filterable: bool  # every entry in tier 1 and every scaled weight a positive double
-
-
-def pdws_weights(distances: np.ndarray, n: float) -> PDWSWeights:
-    """The per-key part of PDWS over the whole vocabulary (distances from ``unit_cosine_distances``)."""
-    tiers, logs = pdws_tiers(distances, n)
-    if len(logs) == 0:
-        return PDWSWeights(n, tiers, logs, 0.0, logs, np.zeros(0, dtype=np.int64), False)
-    top = float(logs.max())
-    scaled = np.exp(logs - top)
-    heavy = np.argpartition(-logs, min(HEAVY, len(logs)) - 1)[:HEAVY]
-    heavy = heavy[np.argsort(-logs[heavy], kind="stable")]
-    filterable = bool((tiers == 1).all() and np.isfinite(top) and (scaled > 0).all())
-    return PDWSWeights(n, tiers, logs, top, scaled, heavy, filterable)
-
-
-def _filtered_top_k(weights: PDWSWeights, available: np.ndarray, candidates: np.ndarray,
-                    exponential: np.ndarray, k: int) -> np.ndarray | None:
-    """``_top_k_of(tiers[candidates], logs[candidates], exponential, k)`` computed on a superset of the top ``k``
-    (``PDWSWeights``); ``None`` where the result could differ from it."""
-    heavy = weights.heavy[available[weights.heavy]]  # the heaviest available entries, at most HEAVY
-    if not weights.filterable or len(heavy) < k or len(candidates) <= 8 * len(heavy):
-        return None  # no cheap threshold (a zero distance, the heaviest entries used up) or nothing to gain
-    seed_keys = np.log(exponential[np.searchsorted(candidates, heavy)]) - weights.logs[heavy]
-    threshold = np.partition(seed_keys, k - 1)[k - 1]  # >= the k-th smallest key of the whole pool
-    bound = np.exp(threshold + weights.top + FILTER_MARGIN)
-    near = np.flatnonzero(exponential <= bound)  # scaled <= 1: nothing else can pass the next test
-    inside = near[exponential[near] <= bound * weights.scaled[candidates[near]]]
-    keys = np.log(exponential[inside]) - weights.logs[candidates[inside]]
-    order = np.argsort(keys, kind="stable")
-    if len(order) < k:
-        return None
-    first = keys[order[:k + 1]]
-    if (first[1:] == first[:-1]).any():  # a tie near the top: the per-call path's argpartition decides it
-        return None
-    return inside[order[:k]]
 
 
 class CandidatePool:
@@ -191,11 +120,6 @@ class CandidatePool:
 
     def indices(self) -> np.ndarray:
         return np.flatnonzero(self.available)
-
-    def remove_drawn(self, drawn: np.ndarray) -> None:
-        """Remove entries a sampler has just drawn from ``indices()``: distinct and available by construction,
-        so not checked again (``remove`` checks, for any other caller)."""
-        self.available[drawn] = False
 
     def remove(self, index: int | np.ndarray) -> None:
         index = np.atleast_1d(np.asarray(index, dtype=np.int64))
@@ -217,7 +141,7 @@ class RandomSampler:
         if len(candidates) == 0:
             raise ValueError("the candidate pool is empty")
         chosen = candidates[gumbel_top_k(np.ones(len(candidates), dtype=np.int8), None, k, rng)]
-        pool.remove_drawn(chosen)
+        pool.remove(chosen)
         return chosen
 
     def draw(self, pool: CandidatePool, distances: np.ndarray | None, rng: np.random.Generator) -> int:
@@ -236,34 +160,15 @@ class PDWSSampler:
         candidates = pool.indices()
         return candidates, pdws_probabilities(np.asarray(distances)[candidates], self.n)
 
-    def weights(self, distances: np.ndarray) -> PDWSWeights:
-        """The per-key part of every draw from ``distances`` (``PDWSWeights``): compute once per key and pass it
-        to ``draw_many`` in place of the distances when a key is drawn from more than once."""
-        return pdws_weights(np.asarray(distances), self.n)
-
-    def draw_many(self, pool: CandidatePool, distances: np.ndarray | PDWSWeights, k: int,
-                  rng: np.random.Generator) -> np.ndarray:
+    def draw_many(self, pool: CandidatePool, distances: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
         """Up to ``k`` distinct entries in draw order, exactly as ``k`` successive Eq. 3 draws without replacement
-        (Gumbel-top-k), removed from the pool: the whole budget in one vectorised call. ``distances`` may be the
-        key's ``PDWSWeights`` (``weights``): the same draws from the same generator, at less cost per call."""
+        (Gumbel-top-k), removed from the pool: the whole budget in one vectorised call."""
         candidates = pool.indices()
         if len(candidates) == 0:
             raise ValueError("the candidate pool is empty")
-        if isinstance(distances, PDWSWeights):
-            if distances.n != self.n:
-                raise ValueError(f"weights for n={distances.n} given to a PDWS sampler with n={self.n}")
-            k = min(int(k), len(candidates))
-            if k <= 0:
-                return np.zeros(0, dtype=np.int64)
-            exponential = rng.standard_exponential(len(candidates))
-            positions = _filtered_top_k(distances, pool.available, candidates, exponential, k)
-            if positions is None:
-                positions = _top_k_of(distances.tiers[candidates], distances.logs[candidates], exponential, k)
-        else:
-            tiers, logs = pdws_tiers(np.asarray(distances)[candidates], self.n)
-            positions = gumbel_top_k(tiers, logs, k, rng)
-        chosen = candidates[positions]
-        pool.remove_drawn(chosen)
+        tiers, logs = pdws_tiers(np.asarray(distances)[candidates], self.n)
+        chosen = candidates[gumbel_top_k(tiers, logs, k, rng)]
+        pool.remove(chosen)
         return chosen
 
     def draw(self, pool: CandidatePool, distances: np.ndarray, rng: np.random.Generator) -> int:
