@@ -199,12 +199,22 @@ def test_the_embedded_model_and_the_demo_level_bring_their_own_attacker_and_data
     assert (told.attacker, told.data) == ("openai/gpt-4o", "hf")
 
 
-def test_no_log_realtime_reaches_eval_set_and_run_json(tmp_path: Path) -> None:
+def test_realtime_buffer_is_off_unless_asked(tmp_path: Path) -> None:
+    import argparse
+
+    from medfuzz.cli import run as run_cli
     from medfuzz.tasks.suite import eval_set_args
 
-    assert "log_realtime" not in eval_set_args(plan(tmp_path))
-    quiet = plan(tmp_path, log_realtime=False)
+    quiet = plan(tmp_path)
     assert eval_set_args(quiet)["log_realtime"] is False and quiet.settings()["log_realtime"] is False
+    live = plan(tmp_path, log_realtime=True)
+    assert eval_set_args(live)["log_realtime"] is True and live.settings()["log_realtime"] is True
+    parser = argparse.ArgumentParser()
+    run_cli.add_parser(parser.add_subparsers())
+    base = ["run", "--model", "openai-api/vllm/m", "--out", str(tmp_path)]
+    assert run_cli.plan_from(parser.parse_args(base)).log_realtime is False
+    assert run_cli.plan_from(parser.parse_args([*base, "--log-realtime"])).log_realtime is True
+    assert run_cli.plan_from(parser.parse_args([*base, "--no-log-realtime"])).log_realtime is False  # old flag
 
 
 def test_a_limit_option_is_the_limit_of_both_harnesses(tmp_path: Path) -> None:

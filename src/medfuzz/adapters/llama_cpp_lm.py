@@ -19,12 +19,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import numpy as np
-from lm_eval.api.model import LM
-from lm_eval.api.registry import register_model
-from tqdm import tqdm
+from medfuzz.models.local import apply_openmp_defaults, default_threads, embedded_gguf
 
-from medfuzz.models.local import embedded_gguf
+# before anything can load llama.cpp's OpenMP library (which reads OMP_WAIT_POLICY once, on loading): spinning
+# threads collapse next to any other busy process (medfuzz.models.local.OPENMP_DEFAULTS). llama_cpp itself is
+# imported only in LlamaCppLM.__init__; `grep -rn "import llama_cpp\|from llama_cpp" src` finds no earlier one.
+apply_openmp_defaults()
+
+import numpy as np  # noqa: E402
+from lm_eval.api.model import LM  # noqa: E402
+from lm_eval.api.registry import register_model  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +42,15 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 @register_model("medfuzz-local")
 class LlamaCppLM(LM):
     """lm-eval model over ``llama_cpp.Llama``. ``--model_args model_path=...`` runs another GGUF;
-    ``n_ctx=0`` (the default) is the model's own training context."""
+    ``n_ctx=0`` (the default) is the model's own training context; ``n_threads`` defaults to
+    ``medfuzz.models.local.default_threads()``."""
 
-    def __init__(self, model_path: str | None = None, n_ctx: int = 0, n_threads: int = 2,
+    def __init__(self, model_path: str | None = None, n_ctx: int = 0, n_threads: int | None = None,
                  max_gen_toks: int = 256, seed: int = 0, **_: Any) -> None:
         super().__init__()
         from llama_cpp import Llama
 
+        n_threads = int(n_threads or default_threads())
         self.model_path = str(model_path or embedded_gguf())
         self.llm = Llama(model_path=self.model_path, n_ctx=int(n_ctx), n_threads=int(n_threads),
                          n_threads_batch=int(n_threads), logits_all=False, seed=int(seed), verbose=False)

@@ -45,18 +45,20 @@ def plan_from(args: argparse.Namespace) -> Any:
         limit=args.limit, options=_pairs(args.option), max_connections=args.max_connections,
         attempt_timeout=args.attempt_timeout, max_samples=args.max_samples, max_tasks=args.max_tasks,
         retry_attempts=args.retry_attempts, display=args.display, shard=_shard(args.shard),
-        log_realtime=not args.no_log_realtime)
+        log_realtime=args.log_realtime)
     plan.check_options()
     return plan
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:
-    if text is None:
+    from medfuzz.cli.shard import parse_shard
+
+    shard = parse_shard(text)
+    if shard is None:
         return None
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
-    if match is None:
-        raise MedfuzzError(f"--shard {text!r}: expected K/N, e.g. 2/4 (the 2nd of 4 slices of every run's items)")
-    return int(match.group(1)), int(match.group(2))
+    if shard.source != "given":
+        print(f"--shard {text.strip()}: shard {shard.index}/{shard.count} ({shard.source})", flush=True)
+    return shard.as_pair()
 
 
 @dataclass
@@ -228,13 +230,21 @@ def add_parser(commands: Any) -> None:
     run.add_argument("--retry-attempts", type=int, default=None, help="eval_set's retries of a failed run")
     run.add_argument("--display", default="none",
                      help="Inspect's display (none: medfuzz's progress line with the bound and the ETA)")
-    run.add_argument("--no-log-realtime", action="store_true",
-                     help="skip Inspect's realtime sample buffer (inspect view then shows samples only when a run "
-                          "ends; the logs are the same): about 5 %% less client CPU per call at scale")
-    run.add_argument("--shard", default=None, metavar="K/N",
+    run.add_argument("--log-realtime", action=argparse.BooleanOptionalAction, default=False,
+                     help="keep Inspect's realtime sample buffer, so that inspect view shows samples while they run "
+                          "(off by default: medfuzz run prints its own progress; the logs are the same, and the "
+                          "buffer costs 11-42 %% of the client's CPU per call: 19 %% in docs/performance.md P9). "
+                          "--no-log-realtime, the default now, is still accepted")
+    run.add_argument("--shard", default=None, metavar="K/N|auto|auto/N",
                      help="run the K-th of N contiguous slices of every run's items (one process or machine per "
                           "shard, each with its own --out); medfuzz report / compare merge the N shards of a run "
-                          "into one run before any statistic")
-    run.add_argument("--threads", type=int, default=2, help="CPU threads of the embedded model")
+                          "into one run before any statistic. auto: K and N from a Slurm job array "
+                          "(SLURM_ARRAY_TASK_ID/_MIN/_COUNT) or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX; "
+                          "N from auto/N or MEDFUZZ_SHARD_COUNT); docs/performance.md P8")
+    from medfuzz.models.local import default_threads
+
+    run.add_argument("--threads", type=int, default=default_threads(),
+                     help="CPU threads of the embedded model (default: 2, or fewer where this process may use "
+                          "fewer cores); its OpenMP threads wait passively unless OMP_WAIT_POLICY says otherwise")
     run.add_argument("--no-report", action="store_true", help="skip medfuzz report at the end")
     run.set_defaults(func=_run)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,39 @@ INSPECT_SERVICE = "medfuzz"  # Inspect reads MEDFUZZ_BASE_URL / MEDFUZZ_API_KEY 
 LOCAL_API_KEY = "local"
 # what Inspect needs against this single-slot server (printed by ``medfuzz serve``)
 INSPECT_FLAGS = "--max-connections 1 --attempt-timeout 120"
+
+
+# llama-cpp-python's wheels build ggml with OpenMP, whose threads spin at every barrier by default: next to one
+# other busy process, 2 threads on 2 cores each wait for a thread that is not running, and a 96-token call went
+# from 1.5 s to more than 300 s (issue 28; bench/embedded_contention.py). Passive waiting (the threads sleep at
+# the barrier) keeps 2 threads' gain on a quiet machine and makes them degrade like 1 thread under load.
+# A default only: a user's own OMP_WAIT_POLICY wins. OpenMP reads it once, when its library loads.
+OPENMP_DEFAULTS: Mapping[str, str] = {"OMP_WAIT_POLICY": "passive"}
+
+
+def model_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with the OpenMP defaults added where the user set none."""
+    environment = dict(os.environ if base is None else base)
+    for name, value in OPENMP_DEFAULTS.items():
+        environment.setdefault(name, value)
+    return environment
+
+
+def apply_openmp_defaults() -> None:
+    """Put the OpenMP defaults into this process's environment (for an in-process llama.cpp); must run before
+    ``llama_cpp`` is first imported, since OpenMP reads its environment when it loads."""
+    for name, value in OPENMP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+def default_threads() -> int:
+    """CPU threads for the embedded model: 2 (a 135M model gains little past that) or fewer where this process
+    may use fewer cores (its affinity mask: a container's or a Slurm task's CPUs)."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        usable = os.cpu_count() or 1
+    return max(1, min(2, usable))
 
 
 def embedded_gguf() -> Path:
@@ -131,13 +165,15 @@ def _die_with_parent() -> None:
 
 def launch_server(
     port: int | None = None,
-    threads: int = 2,
+    threads: int | None = None,
     context: int = 4096,
     model_path: Path | None = None,
     startup_timeout: float = 120.0,
     log_path: Path | None = None,
 ) -> LocalServer:
-    """Start the server and wait until it answers ``/v1/models``. Raises if it dies or never answers."""
+    """Start the server and wait until it answers ``/v1/models``. Raises if it dies or never answers.
+    ``threads``: default ``default_threads()``; its environment carries ``OPENMP_DEFAULTS`` unless overridden."""
+    threads = threads or default_threads()
     model_path = model_path or embedded_gguf()
     if importlib.util.find_spec("llama_cpp") is None:
         raise ModelUnavailableError("llama-cpp-python is not installed: pip install 'medfuzz[local]'")
@@ -159,6 +195,7 @@ def launch_server(
     # its own session, so a terminal's Ctrl-C reaches only us (we stop it); and on Linux a parent-death signal,
     # so that it never outlives us even when we are killed outright (SIGKILL, a test's time-out)
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                               env=model_environment(),
                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     server = LocalServer(process=process, port=port, model_path=model_path, log_path=log_path)
     deadline = time.monotonic() + startup_timeout

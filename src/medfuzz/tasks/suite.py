@@ -170,7 +170,7 @@ class SuitePlan:
     max_tasks: int | None = None
     retry_attempts: int | None = None
     display: str = "none"
-    log_realtime: bool = True  # False: no realtime sample buffer (inspect view shows samples only at the end)
+    log_realtime: bool = False  # True: Inspect's realtime sample buffer (inspect view shows samples as they run)
     shard: tuple[int, int] | None = None  # (k, n): this process runs the k-th of n slices of every run's samples
 
     def __post_init__(self) -> None:
@@ -490,8 +490,9 @@ def samples_done_before(log_dir: Path, built: Sequence[tuple[SuiteRun, Any]], mo
 def eval_set_args(plan: SuitePlan) -> dict[str, Any]:
     settings = plan.settings()
     args: dict[str, Any] = {"display": plan.display, **LEVELS[plan.level].generate}
-    if not plan.log_realtime:  # about 5 % of the client's CPU per call (docs/performance.md, P7)
-        args["log_realtime"] = False
+    # off unless asked: the buffer costs 11-42 % of the client's CPU per call (19 %: docs/performance.md P9) and
+    # medfuzz run's progress line replaces the live view
+    args["log_realtime"] = plan.log_realtime
     for name in ("max_connections", "attempt_timeout", "max_samples", "max_tasks", "retry_attempts"):
         if settings[name] is not None:
             args[name] = settings[name]
