@@ -11,15 +11,26 @@ from medfuzz.scorers.stats import DEFAULT_ALPHA
 
 
 def _report(args: argparse.Namespace) -> int:
+    """Exit 0 when every section was drawn and every input used; 1 when any section failed or any input could
+    not be used (each already named on stderr as it was found), or when nothing could be reported."""
+    import sys
+
     from medfuzz.report import render_all
 
-    written = render_all([Path(p) for p in args.logs], Path(args.out))
-    files = [path for paths in written.values() for path in paths]
-    for method, paths in written.items():
+    try:
+        done = render_all([Path(p) for p in args.logs], Path(args.out))
+    except FileNotFoundError as err:  # a log path that does not exist: one line, nothing written
+        raise SystemExit(f"medfuzz report: {err}") from None
+    files = [path for paths in done.values() for path in paths]
+    for method, paths in done.items():
         for path in paths:
             print(f"{method}: {path}")
     if not files:
-        print("medfuzz report: no MedFuzz, TCES or MedGuard results found in", ", ".join(args.logs))
+        print("medfuzz report: no MedFuzz, TCES or MedGuard results found in", ", ".join(args.logs), file=sys.stderr)
+        return 1
+    if done.problems:
+        where = f"; the page lists them: {done.index}" if done.index is not None else ""
+        print(f"medfuzz report: {len(done.problems)} problem(s) above{where}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,0 +1,114 @@
+"""The files ``medfuzz report`` wrote into its folder, so that a new render leaves none of an earlier one behind.
+
+Every render records the files it wrote in ``DIR/.medfuzz-report.json`` (paths relative to ``DIR``). The next
+render into ``DIR`` removes the files of that list that it did not write again, and nothing else: files a user
+put into the folder are never touched, nor is any file the render read as its input (a merged shard log given
+back to ``medfuzz report``). What a render wrote is the union of what its writers returned and every file in
+``DIR`` that is new or changed since the render started, so the partial output of a section that failed is
+recorded too. The page itself (``index.html``, ``summary.json``, ``model-index.yaml``) is removed when a render
+starts: a render that is interrupted leaves no page rather than the previous run's page over new files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+MANIFEST = ".medfuzz-report.json"
+PAGE_FILES = ("index.html", "summary.json", "model-index.yaml")
+_PAGE_MARK = b"<title>medfuzz report</title>"  # a page from before the manifest: its index.html says it is ours
+
+Snapshot = dict[Path, tuple[int, int]]
+
+
+def snapshot(out_dir: Path) -> Snapshot:
+    """Every file under ``out_dir`` with its modification time and size."""
+    found: Snapshot = {}
+    for root, _, names in os.walk(out_dir.resolve()):
+        for name in names:
+            path = Path(root) / name
+            try:
+                stat = path.stat()
+            except OSError:  # removed meanwhile
+                continue
+            found[path] = (stat.st_mtime_ns, stat.st_size)
+    return found
+
+
+def previous_files(out_dir: Path) -> list[Path]:
+    """The files the last render into ``out_dir`` recorded (only paths inside ``out_dir``)."""
+    try:
+        data = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
+        names = [str(n) for n in data["files"]]
+    except (OSError, ValueError, KeyError, TypeError):  # no manifest yet, or not ours: nothing is known
+        return []
+    root = out_dir.resolve()
+    inside = [(root / name).resolve() for name in names]
+    return [p for p in inside if p.is_relative_to(root) and p != root]
+
+
+def forget_page(out_dir: Path, previous: list[Path]) -> None:
+    """Remove the previous render's page before this one starts (see the module docstring)."""
+    out_dir = out_dir.resolve()
+    legacy = not (out_dir / MANIFEST).exists() and _is_our_page(out_dir / PAGE_FILES[0])
+    for name in PAGE_FILES:
+        path = out_dir / name
+        if path in previous or (legacy and name == PAGE_FILES[0]):
+            path.unlink(missing_ok=True)
+
+
+def _is_our_page(path: Path) -> bool:
+    try:
+        with path.open("rb") as stream:
+            return _PAGE_MARK in stream.read(4096)
+    except OSError:
+        return False
+
+
+def settle(out_dir: Path, before: Snapshot, written: Iterable[Path], inputs: Iterable[Path],
+           previous: list[Path]) -> list[Path]:
+    """Record what this render wrote and remove what the previous one wrote and this one did not; returns the
+    files removed."""
+    out_dir = out_dir.resolve()
+    manifest = out_dir / MANIFEST
+    now = {p for p, stamp in snapshot(out_dir).items() if before.get(p) != stamp}
+    now |= {Path(p).resolve() for p in written if Path(p).is_file()}
+    now.discard(manifest)
+    kept_inputs = {Path(p).resolve() for p in inputs}
+    removed, carried = [], set()
+    for path in previous:
+        if path in now or not path.is_file():
+            continue
+        if path in kept_inputs:  # read by this render: still ours, never removed while it is input
+            carried.add(path)
+            continue
+        path.unlink()
+        removed.append(path)
+        _remove_empty_parents(path.parent, out_dir)
+    names = sorted(str(p.relative_to(out_dir)) for p in now | carried if p.is_relative_to(out_dir))
+    write_text_atomically(manifest, json.dumps({"format": "medfuzz report files, version 1", "files": names},
+                                               indent=1))
+    return removed
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """``path`` replaced whole (a reader sees the old file or the new one, never half of one), with the
+    permissions of any file the user creates (``paths.write_atomically``'s mkstemp would make the page 0600,
+    unreadable to a web server or a colleague)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _remove_empty_parents(folder: Path, out_dir: Path) -> None:
+    while folder != out_dir and folder.is_relative_to(out_dir):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty
+            return
+        folder = folder.parent
