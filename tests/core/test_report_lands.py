@@ -168,8 +168,8 @@ def test_shards_of_two_configurations_are_never_merged_and_exit_1(tmp_path: Path
     code, lines = _report(capsys, *map(str, paths), "--out", str(out))
     assert code == 1
     assert lines[0] == ("medfuzz report: medfuzz/medqa_clean on medfuzz-scripted/x: shards of 2 different "
-                        "configurations (task args seed: 0 / 1); each configuration is merged apart and none is pooled with "
-                        "another. Report each configuration's shard logs on their own.")
+                        "configurations (task args seed: 0 / 1); each configuration is merged apart and none is "
+                        "pooled with another. Report each configuration's shard logs on their own.")
     # and each configuration on its own is an incomplete run: shard 2 and shard 1 missing
     assert sum("no shard log covers them" in line for line in lines) == 2 and len(lines) == 4
     page = _page(out)
@@ -216,13 +216,15 @@ def test_a_new_render_removes_what_the_last_one_wrote_and_nothing_else(
     assert _report(capsys, str(logs["seed0"]), "--out", str(out))[0] == 0
     assert sorted(p.name for p in out.glob("medguard_*.png")) == ["medguard_medfuzz-scripted_always-a_basic.png"]
     assert (out / "notes.txt").read_text() == "mine"
-    listed = json.loads((out / ".medfuzz-report.json").read_text())["files"]
+    listed = [entry["path"] for entry in json.loads((out / ".medfuzz-report.json").read_text())["files"]]
     assert "notes.txt" not in listed and "index.html" in listed
+    # a file medfuzz wrote and the user changed since (a review sheet filled in place) is the user's now
+    (out / "medguard_comparison.md").write_text("my edits")
     # nothing to report: no page from the earlier render is left to be mistaken for this one
     empty = tmp_path / "empty"
     empty.mkdir()
     assert _report(capsys, str(empty), "--out", str(out))[0] == 1
-    assert sorted(p.name for p in out.iterdir()) == [".medfuzz-report.json", "notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [".medfuzz-report.json", "medguard_comparison.md", "notes.txt"]
 
 
 def test_the_page_shows_no_absolute_path_and_no_python_repr(tmp_path: Path, logs: dict[str, Path],

@@ -2,8 +2,9 @@
 
 Every render records the files it wrote in ``DIR/.medfuzz-report.json`` (paths relative to ``DIR``). The next
 render into ``DIR`` removes the files of that list that it did not write again, and nothing else: files a user
-put into the folder are never touched, nor is any file the render read as its input (a merged shard log given
-back to ``medfuzz report``). What a render wrote is the union of what its writers returned and every file in
+put into the folder are never touched, nor a file of the list that changed since medfuzz wrote it (a review sheet
+filled in place is the user's now), nor any file the render read as its input (a merged shard log given back to
+``medfuzz report``). What a render wrote is the union of what its writers returned and every file in
 ``DIR`` that is new or changed since the render started, so the partial output of a section that failed is
 recorded too. The page itself (``index.html``, ``summary.json``, ``model-index.yaml``) is removed when a render
 starts: a render that is interrupted leaves no page rather than the previous run's page over new files.
@@ -29,24 +30,35 @@ def snapshot(out_dir: Path) -> Snapshot:
     for root, _, names in os.walk(out_dir.resolve()):
         for name in names:
             path = Path(root) / name
-            try:
-                stat = path.stat()
-            except OSError:  # removed meanwhile
-                continue
-            found[path] = (stat.st_mtime_ns, stat.st_size)
+            stamp = _stamp(path)
+            if stamp is not None:  # else removed meanwhile
+                found[path] = stamp
     return found
 
 
 def previous_files(out_dir: Path) -> list[Path]:
-    """The files the last render into ``out_dir`` recorded (only paths inside ``out_dir``)."""
+    """The files the last render into ``out_dir`` wrote that are still as it left them (only paths inside
+    ``out_dir``; a file changed since, by a user, is not medfuzz's to remove)."""
     try:
         data = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
-        names = [str(n) for n in data["files"]]
+        recorded = {str(entry["path"]): (int(entry["mtime_ns"]), int(entry["size"])) for entry in data["files"]}
     except (OSError, ValueError, KeyError, TypeError):  # no manifest yet, or not ours: nothing is known
         return []
     root = out_dir.resolve()
-    inside = [(root / name).resolve() for name in names]
-    return [p for p in inside if p.is_relative_to(root) and p != root]
+    found = []
+    for name, stamp in recorded.items():
+        path = (root / name).resolve()
+        if path.is_relative_to(root) and path != root and _stamp(path) == stamp:
+            found.append(path)
+    return found
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 def forget_page(out_dir: Path, previous: list[Path]) -> None:
@@ -87,8 +99,9 @@ def settle(out_dir: Path, before: Snapshot, written: Iterable[Path], inputs: Ite
         path.unlink()
         removed.append(path)
         _remove_empty_parents(path.parent, out_dir)
-    names = sorted(str(p.relative_to(out_dir)) for p in now | carried if p.is_relative_to(out_dir))
-    write_text_atomically(manifest, json.dumps({"format": "medfuzz report files, version 1", "files": names},
+    entries = [{"path": str(p.relative_to(out_dir)), "mtime_ns": stamp[0], "size": stamp[1]}
+               for p in sorted(now | carried) if p.is_relative_to(out_dir) and (stamp := _stamp(p)) is not None]
+    write_text_atomically(manifest, json.dumps({"format": "medfuzz report files, version 1", "files": entries},
                                                indent=1))
     return removed
 
