@@ -84,7 +84,7 @@ def test_a_section_that_raises_is_an_error_in_its_place_and_the_rest_is_written(
     assert "This part of the report could not be drawn: could not be written: ValueError: &#x27;yerr&#x27; must " \
            "not contain negative values" in medguard
     assert "MedGuard (failed)" in page and "Traceback" not in page and 'File "' not in page
-    assert "<section id=problems><h2>Problems (1)</h2>" in page
+    assert "<div id=problems class=problems><h2>Problems (1)</h2>" in page
     # everything else is there: the baseline's section, the MedGuard run card, the first screen's numbers
     assert "<section id=baseline>" in page and "medguard · medfuzz-scripted/always-a" in medguard
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
@@ -155,7 +155,7 @@ def test_a_missing_shard_is_named_on_the_console_and_exits_1(tmp_path: Path,
     assert re.fullmatch(r"medfuzz report: merged-shards/[^ /]+\.eval: shards of this run, merged: 1 shard log\(s\) "
                         r"of 2; missing or unfinished: samples 2-3 \(no shard log covers them\)\. Run the missing "
                         r"shards \(medfuzz run --shard K/N\) and report again\.", lines[0]), lines
-    assert "<section id=problems><h2>Problems (1)</h2>" in _page(out)
+    assert "<div id=problems class=problems><h2>Problems (1)</h2>" in _page(out)
 
 
 def test_shards_of_two_configurations_are_never_merged_and_exit_1(tmp_path: Path,

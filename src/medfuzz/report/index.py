@@ -587,8 +587,9 @@ def _problems_html(lines: list[str]) -> str:
     if not lines:
         return ""
     items = "".join(f"<li class=bad>{html.escape(line)}</li>" for line in lines)
-    return (f"<section id=problems><h2>Problems ({len(lines)})</h2><p class=note>What this report could not draw "
-            f"or could not use; medfuzz report exits 1 while any is left.</p><ul>{items}</ul></section>")
+    # a div, not a section: the page's sections are the methods (and readers cut the page at "</section>")
+    return (f"<div id=problems class=problems><h2>Problems ({len(lines)})</h2><p class=note>What this report could "
+            f"not draw or could not use; medfuzz report exits 1 while any is left.</p><ul>{items}</ul></div>")
 
 
 def _shown_sources(models: list[Any], out_dir: Path) -> list[Any]:
