@@ -91,6 +91,23 @@ def test_a_section_that_raises_is_an_error_in_its_place_and_the_rest_is_written(
     assert "medfuzz-scripted/always-a" in summary["models"] and (out / "model-index.yaml").is_file()
 
 
+def test_render_all_returns_the_files_as_before_and_the_problems(
+        logs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import medfuzz.report.tces
+    from medfuzz.report import render_all
+
+    monkeypatch.setattr(medfuzz.report.tces, "render", lambda paths, out: 1 / 0)
+    done = render_all([logs["baseline"], logs["seed0"]], tmp_path / "report", echo=False)
+    assert capsys.readouterr().err == ""  # echo off: the caller prints
+    assert [(p.where, p.message) for p in done.problems] == [
+        ("TCES", "could not be written: ZeroDivisionError: division by zero")]
+    assert isinstance(done, dict) and "tces" not in done and done.written == dict(done)  # old callers' dict
+    assert [p.name for p in done["index"]] == ["summary.json", "model-index.yaml", "index.html"]
+    assert done.index == tmp_path / "report" / "index.html"
+    assert "TCES (failed)" in _page(tmp_path / "report")  # a failed section is shown even with no TCES run
+
+
 @pytest.mark.parametrize("broken", ["medfuzz.report.overview.build", "medfuzz.report.index._card_html",
                                     "medfuzz.report.index.write_index"])
 def test_the_page_lands_when_a_part_of_the_page_itself_raises(
@@ -245,3 +262,36 @@ def test_the_page_shows_no_absolute_path_and_no_python_repr(tmp_path: Path, logs
         "pretrained=tiny, dtype=float32"
     assert model_args_text("base_url=http://127.0.0.1:8000/v1/completions,tokenizer_backend=remote") == \
         "base_url=http://127.0.0.1:8000/v1/completions, tokenizer_backend=remote"
+
+
+def _lm_eval_medguard(folder: Path, stamp: str, metadata: dict) -> None:
+    """An lm-eval MedGuard run in lm-eval's layout: results_<stamp>.json + samples_medguard_defense_<stamp>.jsonl,
+    every answer "A" (two defense items)."""
+    from medfuzz.solvers.medguard.builders import BuildConfig, build, limit_per_pool
+    from medfuzz.tasks.lm_eval.medguard import item_to_doc
+
+    folder.mkdir(parents=True, exist_ok=True)
+    items = limit_per_pool(build(BuildConfig(n=2), "defense").items, 2)
+    docs = [{**item_to_doc(i, "basic"), "aspect": "defense"} for i in items]
+    lines = [json.dumps({"doc": d, "filtered_resps": [[str(-1.0 if letter == "A" else -2.0), "False"]
+                                                      for letter in d["letters"]]}) for d in docs]
+    (folder / f"samples_medguard_defense_{stamp}.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / f"results_{stamp}.json").write_text(json.dumps({
+        "results": {}, "configs": {"medguard_defense": {"metadata": {"version": 1.0, **metadata}}},
+        "config": {"model": "hf", "model_args": {"pretrained": "/models/tiny", "dtype": "float32"}}}))
+
+
+def test_lm_eval_medguard_runs_of_different_metadata_are_separate_and_args_read_as_words(tmp_path: Path) -> None:
+    from medfuzz.report.index import lm_eval_card
+    from medfuzz.report.medguard import load_runs
+
+    _lm_eval_medguard(tmp_path / "a", "2026-01-01T00-00-00", {"data": "demo"})
+    _lm_eval_medguard(tmp_path / "b", "2026-01-02T00-00-00", {"data": "demo", "medguard_seed": 1})
+    runs = load_runs([tmp_path])
+    assert sorted((r.label, len(r.results)) for r in runs) == [
+        ("hf:/models/tiny · basic · lm-eval · medguard_seed 1", 2),
+        ("hf:/models/tiny · basic · lm-eval · medguard_seed unset", 2)]
+    _lm_eval_medguard(tmp_path / "c", "2026-01-03T00-00-00", {"data": "demo"})  # the same settings: one run
+    assert sorted(len(r.sources) for r in load_runs([tmp_path])) == [1, 2]
+    card = lm_eval_card(tmp_path / "a" / "results_2026-01-01T00-00-00.json")
+    assert card.facts["model"] == "hf pretrained=tiny, dtype=float32"  # a dict as words, a path as its name

@@ -145,8 +145,13 @@ def _lm_eval_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]
         return None
     config = data.get("config") or {}
     model = str(config.get("model") or data.get("model_name") or "lm-eval")
-    named = re.search(r"(?:^|,)(?:pretrained|model)=([^,]+)", str(config.get("model_args") or ""))
-    name = f"{model}:{named.group(1)}" if named else model
+    args = config.get("model_args") or ""
+    if isinstance(args, dict):  # lm-eval keeps a Python caller's model_args as a dict: two models, two names
+        found = args.get("pretrained") or args.get("model")
+        name = f"{model}:{found}" if found else model
+    else:
+        named = re.search(r"(?:^|,)(?:pretrained|model)=([^,]+)", str(args))
+        name = f"{model}:{named.group(1)}" if named else model
     settings: dict[str, Any] = {}  # the run's --metadata as lm-eval kept it in each task's config
     for task in tasks:
         metadata = (data["configs"].get(task) or {}).get("metadata")
