@@ -146,6 +146,16 @@ def test_an_unreadable_log_is_named_without_its_folder_and_exits_1(
     assert "../logs/broken.eval: not readable as an Inspect log" in page and "Clean baselines (1 run)" in page
 
 
+def test_compare_names_an_unreadable_log_and_exits_1(logs: dict[str, Path], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.eval"
+    broken.write_bytes(b"not a zip")
+    code = medfuzz_main(["compare", str(logs["seed0"]), str(broken), "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 1 and "Safety indices" in captured.out  # the comparison is still printed and written
+    assert captured.err.startswith("medfuzz compare: ../broken.eval: not readable as an Inspect log (")
+
+
 def _shards(folder: Path, tasks: list) -> list[Path]:
     from inspect_ai import eval as inspect_eval
 

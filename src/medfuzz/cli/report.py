@@ -55,17 +55,22 @@ def _compare_medguard(args: argparse.Namespace, paths: list[Path]) -> None:
 
 def _compare(args: argparse.Namespace) -> int:
     """The MedGuard comparison when MedGuard runs are among the paths, and the MedFuzz / TCES comparison
-    (``medfuzz.report.compare``) when those are."""
+    (``medfuzz.report.compare``) when those are; exit 1 when an input could not be used (named on stderr)."""
     import tempfile
 
-    from medfuzz.report import collect_logs
+    from medfuzz.report import collect_logs, usable_logs
     from medfuzz.report._logs import read_once
+    from medfuzz.report.problems import Problems
     from medfuzz.report.shards import merge_shards
 
+    # as in medfuzz report: unreadable logs, missing shards and mixed shards are named, and the exit is 1
+    problems = Problems(command="medfuzz compare")
     with read_once(), tempfile.TemporaryDirectory(prefix="medfuzz-compare-") as scratch:
         # shards of one run are merged into it first (written under --out, else a scratch folder)
-        paths = merge_shards(collect_logs([Path(p) for p in args.paths]), Path(args.out or scratch))
-        return _compare_paths(args, paths)
+        logs = usable_logs(collect_logs([Path(p) for p in args.paths]), Path(args.out or "."), problems)
+        paths = merge_shards(logs, Path(args.out or scratch), problems)
+        code = _compare_paths(args, paths)
+    return 1 if problems else code
 
 
 def _compare_paths(args: argparse.Namespace, paths: list[Path]) -> int:

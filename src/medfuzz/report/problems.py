@@ -37,15 +37,16 @@ def describe(err: BaseException) -> str:
 class Problems(list[Problem]):
     """The problems of one render, in the order they were found; each printed once when added (``echo``)."""
 
-    def __init__(self, echo: bool = True) -> None:
+    def __init__(self, echo: bool = True, command: str = "medfuzz report") -> None:
         super().__init__()
         self.echo = echo
+        self.command = command  # the console lines' prefix
 
     def add(self, where: str, message: str) -> Problem:
         problem = Problem(where, message)
         self.append(problem)
         if self.echo:
-            print(f"medfuzz report: {problem.line()}", file=sys.stderr, flush=True)
+            print(f"{self.command}: {problem.line()}", file=sys.stderr, flush=True)
         return problem
 
     def failed(self, where: str, err: BaseException) -> Problem:
