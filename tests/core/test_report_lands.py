@@ -183,6 +183,12 @@ def test_a_missing_shard_is_named_on_the_console_and_exits_1(tmp_path: Path,
                         r"of 2; missing or unfinished: samples 2-3 \(no shard log covers them\)\. Run the missing "
                         r"shards \(medfuzz run --shard K/N\) and report again\.", lines[0]), lines
     assert "<div id=problems class=problems><h2>Problems (1)</h2>" in _page(out)
+    # the merged log is the report's own file: recorded, and removed by a render that no longer merges it
+    listed = [entry["path"] for entry in json.loads((out / ".medfuzz-report.json").read_text())["files"]]
+    assert any(name.startswith("merged-shards/") for name in listed)
+    _baseline(tmp_path / "other")
+    assert _report(capsys, str(tmp_path / "other"), "--out", str(out))[0] == 0
+    assert not (out / "merged-shards").exists()
 
 
 def test_shards_of_two_configurations_are_never_merged_and_exit_1(tmp_path: Path,

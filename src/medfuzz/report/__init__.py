@@ -74,17 +74,17 @@ def render_all(paths: list[Path], out_dir: Path, echo: bool = True) -> Rendered:
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = _outputs.previous_files(out_dir)
     _outputs.forget_page(out_dir, previous)
-    before = _outputs.snapshot(out_dir)
     problems = Problems(echo)
     written = Rendered(problems)
     with read_once():  # every renderer below gets the same parsed logs (each file parsed once)
-        from medfuzz.report.shards import merge_shards
+        from medfuzz.report.shards import MERGED_DIR, merge_shards
 
         logs = usable_logs(logs, out_dir, problems)
         logs = merge_shards(logs, out_dir, problems)  # shards of one run become that run, before any statistic
+        merged = [p for p in logs if p.parent == out_dir / MERGED_DIR]
         failed = _render_sections(logs, out_dir, written, problems)
         _write_page(logs, out_dir, written, problems, failed)
-    _outputs.settle(out_dir, before, [p for files in written.values() for p in files], inputs, previous)
+    _outputs.settle(out_dir, [*merged, *(p for files in written.values() for p in files)], inputs, previous)
     return written
 
 

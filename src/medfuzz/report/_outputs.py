@@ -1,13 +1,14 @@
 """The files ``medfuzz report`` wrote into its folder, so that a new render leaves none of an earlier one behind.
 
-Every render records the files it wrote in ``DIR/.medfuzz-report.json`` (paths relative to ``DIR``). The next
-render into ``DIR`` removes the files of that list that it did not write again, and nothing else: files a user
-put into the folder are never touched, nor a file of the list that changed since medfuzz wrote it (a review sheet
-filled in place is the user's now), nor any file the render read as its input (a merged shard log given back to
-``medfuzz report``). What a render wrote is the union of what its writers returned and every file in
-``DIR`` that is new or changed since the render started, so the partial output of a section that failed is
-recorded too. The page itself (``index.html``, ``summary.json``, ``model-index.yaml``) is removed when a render
-starts: a render that is interrupted leaves no page rather than the previous run's page over new files.
+Every render records the files it wrote in ``DIR/.medfuzz-report.json`` (paths relative to ``DIR``, with size and
+modification time). The next render into ``DIR`` removes the files of that list that it did not write again, and
+nothing else: files a user put into the folder are never touched, nor a file of the list that changed since
+medfuzz wrote it (a review sheet filled in place is the user's now), nor any file the render read as its input (a
+merged shard log given back to ``medfuzz report``). What a render wrote is what its writers returned (every
+renderer returns each file it writes) and the merged shard logs; the folder is never scanned for changes, since
+``DIR`` may be a folder that other programs write into at the same time (a home folder). The page itself
+(``index.html``, ``summary.json``, ``model-index.yaml``) is removed when a render starts: a render that is
+interrupted leaves no page rather than the previous run's page over new files.
 """
 
 from __future__ import annotations
@@ -20,21 +21,6 @@ from pathlib import Path
 MANIFEST = ".medfuzz-report.json"
 PAGE_FILES = ("index.html", "summary.json", "model-index.yaml")
 _PAGE_MARK = b"<title>medfuzz report</title>"  # a page from before the manifest: its index.html says it is ours
-
-Snapshot = dict[Path, tuple[int, int]]
-
-
-def snapshot(out_dir: Path) -> Snapshot:
-    """Every file under ``out_dir`` with its modification time and size."""
-    found: Snapshot = {}
-    for root, _, names in os.walk(out_dir.resolve()):
-        for name in names:
-            path = Path(root) / name
-            stamp = _stamp(path)
-            if stamp is not None:  # else removed meanwhile
-                found[path] = stamp
-    return found
-
 
 def previous_files(out_dir: Path) -> list[Path]:
     """The files the last render into ``out_dir`` wrote that are still as it left them (only paths inside
@@ -79,15 +65,11 @@ def _is_our_page(path: Path) -> bool:
         return False
 
 
-def settle(out_dir: Path, before: Snapshot, written: Iterable[Path], inputs: Iterable[Path],
-           previous: list[Path]) -> list[Path]:
+def settle(out_dir: Path, written: Iterable[Path], inputs: Iterable[Path], previous: list[Path]) -> list[Path]:
     """Record what this render wrote and remove what the previous one wrote and this one did not; returns the
     files removed."""
     out_dir = out_dir.resolve()
-    manifest = out_dir / MANIFEST
-    now = {p for p, stamp in snapshot(out_dir).items() if before.get(p) != stamp}
-    now |= {Path(p).resolve() for p in written if Path(p).is_file()}
-    now.discard(manifest)
+    now = {Path(p).resolve() for p in written if Path(p).is_file()}
     kept_inputs = {Path(p).resolve() for p in inputs}
     removed, carried = [], set()
     for path in previous:
@@ -101,8 +83,8 @@ def settle(out_dir: Path, before: Snapshot, written: Iterable[Path], inputs: Ite
         _remove_empty_parents(path.parent, out_dir)
     entries = [{"path": str(p.relative_to(out_dir)), "mtime_ns": stamp[0], "size": stamp[1]}
                for p in sorted(now | carried) if p.is_relative_to(out_dir) and (stamp := _stamp(p)) is not None]
-    write_text_atomically(manifest, json.dumps({"format": "medfuzz report files, version 1", "files": entries},
-                                               indent=1))
+    write_text_atomically(out_dir / MANIFEST, json.dumps(
+        {"format": "medfuzz report files, version 1", "files": entries}, indent=1))
     return removed
 
 
