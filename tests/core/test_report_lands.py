@@ -75,14 +75,13 @@ def test_a_section_that_raises_is_an_error_in_its_place_and_the_rest_is_written(
     out = tmp_path / "report"
     code, lines = _report(capsys, str(logs["baseline"]), str(logs["seed0"]), "--out", str(out))
     assert code == 1
-    assert lines[0] == "medfuzz report: MedGuard: could not be written: ValueError: 'yerr' must not contain " \
-                       "negative values"
+    assert lines[0] == "medfuzz report: MedGuard: failed: ValueError: 'yerr' must not contain negative values"
     assert lines[-1].startswith("medfuzz report: 1 problem(s) above; the page lists them:") and len(lines) == 2
     page = _page(out)
     medguard = page[page.index("<section id=medguard>"):]
     medguard = medguard[:medguard.index("</section>")]
-    assert "This part of the report could not be drawn: could not be written: ValueError: &#x27;yerr&#x27; must " \
-           "not contain negative values" in medguard
+    assert "This part of the report could not be drawn: ValueError: &#x27;yerr&#x27; must not contain negative " \
+           "values" in medguard
     assert "MedGuard (failed)" in page and "Traceback" not in page and 'File "' not in page
     assert "<div id=problems class=problems><h2>Problems (1)</h2>" in page
     # everything else is there: the baseline's section, the MedGuard run card, the first screen's numbers
@@ -101,7 +100,7 @@ def test_render_all_returns_the_files_as_before_and_the_problems(
     done = render_all([logs["baseline"], logs["seed0"]], tmp_path / "report", echo=False)
     assert capsys.readouterr().err == ""  # echo off: the caller prints
     assert [(p.where, p.message) for p in done.problems] == [
-        ("TCES", "could not be written: ZeroDivisionError: division by zero")]
+        ("TCES", "failed: ZeroDivisionError: division by zero")]
     assert isinstance(done, dict) and "tces" not in done and done.written == dict(done)  # old callers' dict
     assert [p.name for p in done["index"]] == ["summary.json", "model-index.yaml", "index.html"]
     assert done.index == tmp_path / "report" / "index.html"

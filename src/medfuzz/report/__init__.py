@@ -100,14 +100,14 @@ def _render_sections(logs: list[Path], out_dir: Path, written: Rendered, problem
         except ModuleNotFoundError as err:
             if err.name == name:  # that method's reporting is not part of this installation
                 continue
-            failed[key] = problems.failed(title, err).message
+            failed[key] = problems.failed(title, err).error
             continue
         except Exception as err:  # a renderer that cannot even be imported is that section's failure alone
-            failed[key] = problems.failed(title, err).message
+            failed[key] = problems.failed(title, err).error
             continue
         files = problems.guard(title, module.render, logs, out_dir, default=None)
         if files is None:
-            failed[key] = problems[-1].message
+            failed[key] = problems[-1].error
         else:
             written[key] = list(files)
     return failed

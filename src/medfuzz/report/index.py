@@ -482,11 +482,13 @@ def _file_html(path: Path, out_dir: Path) -> str:
     return f"<p class=file>File: <a href=\"{link}\">{name}</a></p>"
 
 
-def _read_cards(logs: list[Path], problems: Problems) -> tuple[dict[str, list[RunCard]], list[str]]:
+def _read_cards(logs: list[Path], problems: Problems, out_dir: Path) -> dict[str, list[RunCard]]:
+    """The run card of each log; a log that should be a run and is not (an ``.eval`` that is not an Inspect log,
+    a ``results_*.json`` that is not lm-eval's) is a problem."""
     cards: dict[str, list[RunCard]] = {key: [] for key in METHODS}
-    skipped: list[str] = []
     for path in logs:
         path = Path(path)
+        before = len(problems)
         if path.suffix == ".eval" or (path.suffix == ".json" and not path.name.startswith("results_")):
             card = problems.guard(f"run card of {path.name}", inspect_card, path, default=None)
         elif path.name.startswith("results_") and path.suffix == ".json":
@@ -494,12 +496,12 @@ def _read_cards(logs: list[Path], problems: Problems) -> tuple[dict[str, list[Ru
         else:
             card = None
         if card is None:
-            if path.suffix in (".eval",) or path.name.startswith("results_"):
-                skipped.append(path.name)
+            if len(problems) == before and (path.suffix == ".eval" or path.name.startswith("results_")):
+                problems.add(shown_path(path, out_dir), "not readable as a run")
             continue
         card.anchor = f"run-{sum(map(len, cards.values())) + 1}"
         cards.setdefault(card.method, []).append(card)
-    return cards, skipped
+    return cards
 
 
 def _count(runs: int, files: int) -> str:
@@ -522,10 +524,10 @@ def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path
     out_dir = Path(out_dir)
     problems = Problems(echo=False) if problems is None else problems
     failed = dict(failed or {})
-    cards, skipped = _read_cards(logs, problems)
+    cards = _read_cards(logs, problems, out_dir)
     models = problems.guard("Robustness at a glance", overview.build, logs, default=None)
     if models is None:
-        failed["glance"] = problems[-1].message
+        failed["glance"] = problems[-1].error
         models = []
     glance = {source: result for card in models for result in card.results for source in result.sources
               if len(result.sources) == 1}
@@ -545,7 +547,7 @@ def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path
                 _guarded_html(problems, f"{title}: {p.name}", _file_html, p, out_dir) for p in files)
         sections.append(f"<section id={anchor}><h2>{html.escape(title)}</h2>"
                         f"<p class=note>{html.escape(blurb)}</p>{body}</section>")
-    if not sections and not problems and not skipped:
+    if not sections and not problems:
         return None
     banners = [f"{card.title}: {card.problem}" for runs in cards.values() for card in runs if card.problem]
     glance_html = (_failed_html(failed["glance"]) if "glance" in failed else
@@ -558,7 +560,7 @@ def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path
     nav.insert(0, f"<a href=\"#glance\">Robustness at a glance ({len(models)} model{'s' * (len(models) != 1)})</a>")
     problems.guard(f"{overview.SUMMARY} and {overview.MODEL_INDEX}", overview.write_files, models, out_dir,
                    default=None)
-    listed = [p.line() for p in problems] + [f"{name}: not readable as a run" for name in skipped]
+    listed = [p.line() for p in problems]
     if listed:
         nav.insert(0, f"<a href=\"#problems\">Problems ({len(listed)})</a>")
     page = ("<!doctype html><html lang=en><head><meta charset=utf-8>"
@@ -576,7 +578,7 @@ def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path
 def _guarded_html(problems: Problems, where: str, draw: Callable[..., str], *args: Any) -> str:
     """``draw(*args)``, or the error in its place when it raises (recorded in ``problems``)."""
     drawn = problems.guard(where, draw, *args, default=None)
-    return _failed_html(problems[-1].message) if drawn is None else drawn
+    return _failed_html(problems[-1].error) if drawn is None else drawn
 
 
 def _failed_html(message: str) -> str:

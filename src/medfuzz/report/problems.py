@@ -21,6 +21,7 @@ MAX_MESSAGE = 600  # characters of an exception's message kept on the console an
 class Problem:
     where: str  # a section's title, a file name as the page shows it, or a file the report writes
     message: str
+    error: str = ""  # for a part that raised: its exception as one line (what the page shows in its place)
 
     def line(self) -> str:
         return f"{self.where}: {self.message}"
@@ -42,15 +43,16 @@ class Problems(list[Problem]):
         self.echo = echo
         self.command = command  # the console lines' prefix
 
-    def add(self, where: str, message: str) -> Problem:
-        problem = Problem(where, message)
+    def add(self, where: str, message: str, error: str = "") -> Problem:
+        problem = Problem(where, message, error)
         self.append(problem)
         if self.echo:
             print(f"{self.command}: {problem.line()}", file=sys.stderr, flush=True)
         return problem
 
     def failed(self, where: str, err: BaseException) -> Problem:
-        return self.add(where, f"could not be written: {describe(err)}")
+        error = describe(err)
+        return self.add(where, f"failed: {error}", error)
 
     def guard(self, where: str, call: Callable[..., T], *args: Any, default: T, **kwargs: Any) -> T:
         """``call(*args, **kwargs)``, or ``default`` when it raises (the failure recorded under ``where``).
