@@ -145,6 +145,15 @@ def test_an_unreadable_log_is_named_without_its_folder_and_exits_1(
     assert "../logs/broken.eval: not readable as an Inspect log" in page and "Clean baselines (1 run)" in page
 
 
+def test_out_naming_a_file_is_one_line(tmp_path: Path, logs: dict[str, Path]) -> None:
+    taken = tmp_path / "report.txt"
+    taken.write_text("mine")
+    for command in ("report", "compare"):
+        with pytest.raises(SystemExit, match=rf"^medfuzz {command}: --out .*report\.txt is a file; name a folder"):
+            medfuzz_main([command, str(logs["baseline"]), "--out", str(taken)])
+    assert taken.read_text() == "mine"
+
+
 def test_compare_names_an_unreadable_log_and_exits_1(logs: dict[str, Path], tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     broken = tmp_path / "broken.eval"

@@ -17,6 +17,7 @@ def _report(args: argparse.Namespace) -> int:
 
     from medfuzz.report import render_all
 
+    _check_out(args.out, "medfuzz report")
     try:
         done = render_all([Path(p) for p in args.logs], Path(args.out))
     except FileNotFoundError as err:  # a log path that does not exist: one line, nothing written
@@ -33,6 +34,12 @@ def _report(args: argparse.Namespace) -> int:
         print(f"medfuzz report: {len(done.problems)} problem(s) above{where}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_out(out: str | None, command: str) -> None:
+    """``--out`` must be a folder (or not exist yet): one line, not a traceback from mkdir."""
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise SystemExit(f"{command}: --out {out} is a file; name a folder (it is created if missing)")
 
 
 def _compare_medguard(args: argparse.Namespace, paths: list[Path]) -> None:
@@ -64,6 +71,7 @@ def _compare(args: argparse.Namespace) -> int:
     from medfuzz.report.shards import merge_shards
 
     # as in medfuzz report: unreadable logs, missing shards and mixed shards are named, and the exit is 1
+    _check_out(args.out, "medfuzz compare")
     problems = Problems(command="medfuzz compare")
     with read_once(), tempfile.TemporaryDirectory(prefix="medfuzz-compare-") as scratch:
         # shards of one run are merged into it first (written under --out, else a scratch folder)
