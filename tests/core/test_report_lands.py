@@ -218,6 +218,17 @@ def test_shards_of_two_configurations_are_never_merged_and_exit_1(tmp_path: Path
     assert "status</th><td>success" not in page
 
 
+def test_two_whole_shard_sets_of_different_settings_are_two_runs(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from medfuzz.tasks.inspect.baselines import medqa_clean
+
+    paths = [*_shards(tmp_path / "seed0", [(k, medqa_clean(data="demo", limit=4)) for k in (1, 2)]),
+             *_shards(tmp_path / "seed1", [(k, medqa_clean(data="demo", limit=4, seed=1)) for k in (1, 2)])]
+    out = tmp_path / "report"
+    assert _report(capsys, *map(str, paths), "--out", str(out)) == (0, [])
+    assert "Clean baselines (2 runs)" in _page(out) and len(list((out / "merged-shards").glob("*.eval"))) == 2
+
+
 def test_medguard_logs_of_different_settings_are_separate_runs(logs: dict[str, Path]) -> None:
     from medfuzz.report.medguard import compare, load_runs
 

@@ -19,7 +19,7 @@ A shard set with a shard missing, overlapping slices, or a shard that did not fi
 status ``error`` whose message says what is missing: the report shows it with a banner and never as a finished
 run, names it on the console and exits 1. Shards of one task and model in two configurations (task args, roles,
 shard count, ...) are never merged together: each configuration is its own (incomplete) run, and the report
-names what differs.
+names what differs (complete shard sets of different settings are separate runs and no problem).
 """
 
 from __future__ import annotations
@@ -246,16 +246,20 @@ IDENTITY_WORDS = {"args": "task args", "roles": "model roles", "label": "suite l
 
 
 def mixed_configurations(groups: dict[str, list[ShardLog]]) -> list[tuple[str, str]]:
-    """(where, message) for each task and model whose shards come in more than one configuration: each
-    configuration is merged apart, and the message says what differs, so that nobody reads two halves of two
-    different runs as one run."""
+    """(where, message) for each task and model whose shards come in more than one configuration and do not
+    make a whole run in each: shards of two different runs given as if they were one. Each configuration is
+    merged apart, and the message says what differs. Complete shard sets of different settings (a seed study)
+    are separate runs and no problem."""
     by_run: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for key in groups:
+    incomplete: set[tuple[str, str]] = set()
+    for key, shards in groups.items():
         identity = json.loads(key)
         by_run[(identity["task"], identity["model"])].append(identity)
+        if _problem(_newest_per_slice(shards)) is not None:
+            incomplete.add((identity["task"], identity["model"]))
     found = []
     for (task, model), identities in by_run.items():
-        if len(identities) < 2:
+        if len(identities) < 2 or (task, model) not in incomplete:
             continue
         differences = []
         for field, words in IDENTITY_WORDS.items():
