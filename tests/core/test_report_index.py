@@ -365,7 +365,9 @@ def test_parameters_read_as_words_and_paths_as_file_names() -> None:
     assert _short(aspects) == "gender_equity, race_equity, defense and 1 more" and _short(True) == "yes"
     assert _fmt(aspects) == "gender_equity, race_equity, defense, sycophancy"  # the table shows every value
     path = "/home/someone/data/medfuzz/runs/2026/benchmark_items_with_a_long_name.jsonl"
-    assert _fmt(path) == f'<span title="{path}">benchmark_items_with_a_long_name.jsonl</span>'
+    assert _fmt(path) == "<span>benchmark_items_with_a_long_name.jsonl</span>"  # no absolute path, even on hover
+    assert _fmt("data/items.jsonl") == '<span title="data/items.jsonl">items.jsonl</span>'
+    assert _fmt("/srv/data/medqa") == "<span>medqa</span>"  # a folder: absolute without a suffix
     assert _fmt("target: openai/gpt-4o") == "target: openai/gpt-4o"  # words with a slash are not a path
     assert _flat({"medfuzz": {"turns": 3, "pack": {"name": "x"}}, "seed": 0}) == [
         ("medfuzz.turns", 3), ("medfuzz.pack.name", "x"), ("seed", 0)]
@@ -392,3 +394,9 @@ def test_a_medguard_log_from_before_the_prefix_reads_as_today(logs: Path, tmp_pa
     assert card.metrics["medguard_overall"] == (today["medguard_overall"], today["medguard_overall_se"])
     assert card.metrics["medguard_defense_chance"] == today["medguard_defense_chance"]
     assert "overall" not in card.metrics and card.metrics["medguard_llm_errors"] == today["medguard_llm_errors"]
+
+
+def test_the_page_names_its_logs_relative_to_the_report_folder(report: Path, logs: Path) -> None:
+    page = (report / "index.html").read_text(encoding="utf-8")
+    assert str(logs) not in page and str(logs.parent) not in page  # no absolute path, not even in a title
+    assert f"<code>../{logs.name}/" in page  # the run cards' logs: ../index-logs0/<file>.eval

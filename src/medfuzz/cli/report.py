@@ -11,17 +11,35 @@ from medfuzz.scorers.stats import DEFAULT_ALPHA
 
 
 def _report(args: argparse.Namespace) -> int:
+    """Exit 0 when every section was drawn and every input used; 1 when any section failed or any input could
+    not be used (each already named on stderr as it was found), or when nothing could be reported."""
+    import sys
+
     from medfuzz.report import render_all
 
-    written = render_all([Path(p) for p in args.logs], Path(args.out))
-    files = [path for paths in written.values() for path in paths]
-    for method, paths in written.items():
+    _check_out(args.out, "medfuzz report")
+    try:
+        done = render_all([Path(p) for p in args.logs], Path(args.out))
+    except FileNotFoundError as err:  # a log path that does not exist: one line, nothing written
+        raise SystemExit(f"medfuzz report: {err}") from None
+    files = [path for paths in done.values() for path in paths]
+    for method, paths in done.items():
         for path in paths:
             print(f"{method}: {path}")
     if not files:
-        print("medfuzz report: no MedFuzz, TCES or MedGuard results found in", ", ".join(args.logs))
+        print("medfuzz report: no MedFuzz, TCES or MedGuard results found in", ", ".join(args.logs), file=sys.stderr)
+        return 1
+    if done.problems:
+        where = f"; the page lists them: {done.index}" if done.index is not None else ""
+        print(f"medfuzz report: {len(done.problems)} problem(s) above{where}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_out(out: str | None, command: str) -> None:
+    """``--out`` must be a folder (or not exist yet): one line, not a traceback from mkdir."""
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise SystemExit(f"{command}: --out {out} is a file; name a folder (it is created if missing)")
 
 
 def _compare_medguard(args: argparse.Namespace, paths: list[Path]) -> None:
@@ -44,17 +62,23 @@ def _compare_medguard(args: argparse.Namespace, paths: list[Path]) -> None:
 
 def _compare(args: argparse.Namespace) -> int:
     """The MedGuard comparison when MedGuard runs are among the paths, and the MedFuzz / TCES comparison
-    (``medfuzz.report.compare``) when those are."""
+    (``medfuzz.report.compare``) when those are; exit 1 when an input could not be used (named on stderr)."""
     import tempfile
 
-    from medfuzz.report import collect_logs
+    from medfuzz.report import collect_logs, usable_logs
     from medfuzz.report._logs import read_once
+    from medfuzz.report.problems import Problems
     from medfuzz.report.shards import merge_shards
 
+    # as in medfuzz report: unreadable logs, missing shards and mixed shards are named, and the exit is 1
+    _check_out(args.out, "medfuzz compare")
+    problems = Problems(command="medfuzz compare")
     with read_once(), tempfile.TemporaryDirectory(prefix="medfuzz-compare-") as scratch:
         # shards of one run are merged into it first (written under --out, else a scratch folder)
-        paths = merge_shards(collect_logs([Path(p) for p in args.paths]), Path(args.out or scratch))
-        return _compare_paths(args, paths)
+        logs = usable_logs(collect_logs([Path(p) for p in args.paths]), Path(args.out or "."), problems)
+        paths = merge_shards(logs, Path(args.out or scratch), problems)
+        code = _compare_paths(args, paths)
+    return 1 if problems else code
 
 
 def _compare_paths(args: argparse.Namespace, paths: list[Path]) -> int:

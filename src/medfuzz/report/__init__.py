@@ -6,12 +6,20 @@ logs it understands and ignores the rest; ``render_all`` runs every one that is 
 ``summary.json`` and ``model-index.yaml`` (``medfuzz.report.overview``) beside it. Every log is parsed once
 (``medfuzz.report._logs.read_once``), however many renderers look at it. The logs of a run split into shards
 (``medfuzz run --shard K/N``) are merged into that one run first (``medfuzz.report.shards``).
+
+The report always lands: a section that fails is shown as an error in its place, an input that cannot be used
+(an unreadable ``.eval``, a shard set with a shard missing, shards of two configurations) is named, both on the
+console and at the top of the page, and ``render_all`` returns them (``Rendered.problems``) so that ``medfuzz
+report`` exits 1. Files a previous render wrote and this one did not are removed (``medfuzz.report._outputs``).
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
+
+from medfuzz.report.problems import Problems, describe
 
 RENDERERS = {  # the page's section key -> the module that renders it
     "medfuzz": "medfuzz.report.medfuzz", "tces": "medfuzz.report.tces",
@@ -34,29 +42,122 @@ def collect_logs(paths: list[Path]) -> list[Path]:
     return found
 
 
-def render_all(paths: list[Path], out_dir: Path) -> dict[str, list[Path]]:
-    logs = collect_logs(paths)  # first: a missing input stops the command before it creates any folder
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: dict[str, list[Path]] = {}
+class Rendered(dict[str, list[Path]]):
+    """What ``render_all`` did: section key -> files written (a dict, as callers have always read it; the page's
+    files under ``"index"``) plus ``problems``, every section that failed and every input that could not be used,
+    in the order found. ``medfuzz report`` exits 1 when there is any."""
+
+    def __init__(self, problems: Problems) -> None:
+        super().__init__()
+        self.problems = problems
+
+    @property
+    def written(self) -> dict[str, list[Path]]:
+        return dict(self)
+
+    @property
+    def index(self) -> Path | None:
+        return next((p for p in self.get("index", []) if p.name == "index.html"), None)
+
+
+def render_all(paths: list[Path], out_dir: Path, echo: bool = True) -> Rendered:
+    """Every installed renderer over the logs under ``paths``, then the page, ``summary.json`` and
+    ``model-index.yaml`` in ``out_dir``. Never stops at one bad section or file: a renderer that raises is
+    shown as an error in its section's place, an unreadable input is named, and both are in ``problems`` (each
+    also printed on stderr as it is found, unless ``echo`` is off). Files an earlier render wrote into
+    ``out_dir`` and this one did not are removed (``medfuzz.report._outputs``)."""
+    from medfuzz.report import _outputs
     from medfuzz.report._logs import read_once
 
+    logs = collect_logs(paths)  # first: a missing input stops the command before it creates any folder
+    inputs = list(logs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    previous = _outputs.previous_files(out_dir)
+    _outputs.forget_page(out_dir, previous)
+    problems = Problems(echo)
+    written = Rendered(problems)
     with read_once():  # every renderer below gets the same parsed logs (each file parsed once)
-        from medfuzz.report.shards import merge_shards
+        from medfuzz.report.shards import MERGED_DIR, merge_shards
 
-        logs = merge_shards(logs, out_dir)  # shards of one run become that run, before any statistic
-        for key, name in RENDERERS.items():
-            try:
-                module = importlib.import_module(name)
-            except ModuleNotFoundError as err:
-                if err.name == name:  # that method's reporting is not part of this installation
-                    continue
-                raise
-            written[key] = module.render(logs, out_dir)
-        from medfuzz.report.index import write_index
-
-        index = write_index(logs, out_dir, written)
-    if index is not None:  # the page's machine-readable twins first; the page last: the CLI prints it last
-        from medfuzz.report.overview import MODEL_INDEX, SUMMARY
-
-        written["index"] = [out_dir / SUMMARY, out_dir / MODEL_INDEX, index]
+        logs = usable_logs(logs, out_dir, problems)
+        logs = merge_shards(logs, out_dir, problems)  # shards of one run become that run, before any statistic
+        merged = [p for p in logs if p.parent == out_dir / MERGED_DIR]
+        failed = _render_sections(logs, out_dir, written, problems)
+        _write_page(logs, out_dir, written, problems, failed)
+    _outputs.settle(out_dir, [*merged, *(p for files in written.values() for p in files)], inputs, previous)
     return written
+
+
+def _render_sections(logs: list[Path], out_dir: Path, written: Rendered, problems: Problems) -> dict[str, str]:
+    """Each renderer, guarded; returns the message of each section that failed (section key -> message)."""
+    from medfuzz.report.index import METHODS
+
+    failed: dict[str, str] = {}
+    for key, name in RENDERERS.items():
+        title = METHODS.get(key, (key,))[0]
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name == name:  # that method's reporting is not part of this installation
+                continue
+            failed[key] = problems.failed(title, err).error
+            continue
+        except Exception as err:  # a renderer that cannot even be imported is that section's failure alone
+            failed[key] = problems.failed(title, err).error
+            continue
+        files = problems.guard(title, module.render, logs, out_dir, default=None)
+        if files is None:
+            failed[key] = problems[-1].error
+        else:
+            written[key] = list(files)
+    return failed
+
+
+def _write_page(logs: list[Path], out_dir: Path, written: Rendered, problems: Problems,
+                failed: dict[str, str]) -> None:
+    """``index.html`` with ``summary.json`` and ``model-index.yaml``; if the page writer itself fails, a page
+    that lists the problems and the files the renderers wrote, so there is always a page to open."""
+    from medfuzz.report.index import write_fallback_page, write_index
+    from medfuzz.report.overview import MODEL_INDEX, SUMMARY
+
+    try:
+        index = write_index(logs, out_dir, dict(written), problems=problems, failed=failed)
+    except Exception as err:  # the page's own failure: named, and a plain page written in its place
+        problems.failed("index.html", err)
+        index = write_fallback_page(out_dir, dict(written), problems)
+    if index is not None:  # the page's machine-readable twins first; the page last: the CLI prints it last
+        written["index"] = [p for p in (out_dir / SUMMARY, out_dir / MODEL_INDEX) if p.is_file()] + [index]
+
+
+def usable_logs(logs: list[Path], out_dir: Path, problems: Problems) -> list[Path]:
+    """``logs`` without the files that cannot be read as what their names say (an ``.eval`` that is not an
+    Inspect log, a ``results_*.json`` that is not lm-eval's results), each named in ``problems``. Other JSON
+    files (``eval-set.json``, ...) pass: a renderer that knows them reads them."""
+    from medfuzz.report._logs import read_log
+    from medfuzz.report.index import shown_path
+
+    usable = []
+    for path in logs:
+        why = None
+        if path.suffix == ".eval":
+            try:
+                read_log(path)
+            except Exception as err:  # corrupt, truncated, or not a log at all
+                why = f"not readable as an Inspect log ({describe(err)}); left out of every number"
+        elif path.suffix == ".json" and path.name.startswith("results_"):
+            why = _lm_eval_problem(path)
+        if why is None:
+            usable.append(path)
+        else:
+            problems.add(shown_path(path, out_dir), why)
+    return usable
+
+
+def _lm_eval_problem(path: Path) -> str | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        return f"not readable as lm-eval results ({describe(err)}); left out of every number"
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict) or "configs" not in data:
+        return "not lm-eval results (no 'results' and 'configs'); left out of every number"
+    return None

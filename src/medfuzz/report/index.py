@@ -11,7 +11,10 @@ runs come the tables and plots the per-method renderers wrote (``written``): PNG
 page can be mailed or archived alone; CSV/HTML files stay beside it and are linked; Markdown tables are shown.
 
 Reading is best effort per file: a log this page cannot read is listed with the reason, never fatal, since the
-renderers have already written their own files by the time this runs.
+renderers have already written their own files by the time this runs. Every part of the page is drawn guarded
+(``problems.Problems.guard``): a part that raises is shown as an error in its place, and the problems of the
+whole render are listed at the top. Log paths are shown relative to the report folder, or by file name
+(``shown_path``), never as absolute paths.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ import html
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from medfuzz.report._outputs import write_text_atomically
+from medfuzz.report.problems import Problems
 
 INDEX = "index.html"
 METHODS = {  # section key -> (title, one line on what the numbers mean)
@@ -252,7 +258,7 @@ def lm_eval_card(path: Path) -> RunCard | None:
     config = data.get("config") or {}
     tasks = sorted(data["results"])
     card = RunCard(method="lm-eval", title=f"lm-eval · {', '.join(tasks)}", source=path)
-    card.facts = {"model": f"{config.get('model', '?')} {config.get('model_args') or ''}".strip(),
+    card.facts = {"model": f"{config.get('model', '?')} {model_args_text(config.get('model_args'))}".strip(),
                   "samples": ", ".join(f"{t}: {_lm_eval_samples(data, t)}" for t in tasks),
                   "data": next((c.get("metadata", {}) for t in tasks  # groups have no config
                                 if isinstance(c := (data.get("configs") or {}).get(t), dict)), {}) or "–",
@@ -265,6 +271,24 @@ def lm_eval_card(path: Path) -> RunCard | None:
     card.parameters = {k: config[k] for k in ("batch_size", "limit", "num_fewshot", "random_seed") if k in config}
     card.usage_note = "lm-eval records no per-call usage; sample counts are above"
     return card
+
+
+def model_args_text(args: Any) -> str:
+    """lm-eval's ``model_args`` as ``name=value`` words: it keeps them as the string given on the command line or
+    as the dict a Python caller passed (shown as words, never a dict repr); a file path as its name."""
+    if isinstance(args, Mapping):
+        pairs = [(str(k), v) for k, v in args.items()]
+    elif isinstance(args, str) and args:
+        pairs = [tuple(part.split("=", 1)) if "=" in part else (part, None) for part in args.split(",")]
+    else:
+        return ""
+    shown = []
+    for name, value in pairs:
+        text = str(value) if value is not None else ""
+        if _path_like(text):
+            text = Path(text).name
+        shown.append(f"{name}={text}" if value is not None else name)
+    return ", ".join(shown)
 
 
 def _lm_eval_samples(data: dict[str, Any], task: str) -> str:
@@ -306,13 +330,16 @@ def _fmt(value: Any) -> str:
         return "; ".join(f"{html.escape(str(k))}: {_fmt(v)}" for k, v in value.items()) or "–"
     if isinstance(value, list | tuple):
         return ", ".join(_fmt(v) for v in value) or "–"
-    if isinstance(value, str) and _path_like(value):  # the file name; the whole path on hover
-        return f"<span title=\"{html.escape(value)}\">{html.escape(Path(value).name)}</span>"
+    if isinstance(value, str) and _path_like(value):  # the file name; a relative path on hover, never an absolute one
+        title = "" if Path(value).is_absolute() else f" title=\"{html.escape(value)}\""
+        return f"<span{title}>{html.escape(Path(value).name)}</span>"
     return html.escape(str(value))
 
 
 def _path_like(text: str) -> bool:
-    return ("/" in text or "\\" in text) and " " not in text and (bool(Path(text).suffix) or len(text) > 40)
+    if " " in text or "://" in text or not ("/" in text or "\\" in text):  # words and URLs are shown whole
+        return False
+    return Path(text).is_absolute() or text.startswith("~") or bool(Path(text).suffix) or len(text) > 40
 
 
 def _flat(parameters: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -388,10 +415,7 @@ def _card_html(card: RunCard, out_dir: Path, glance: Mapping[str, Any]) -> str:
             f"{html.escape(str(k))} {_fmt(v)}" for k, v in values.items()) + "</p>"
     rows = _flat(card.parameters)
     params = _table(sorted(rows))
-    try:
-        source = card.source.resolve().relative_to(out_dir.resolve())
-    except ValueError:
-        source = card.source
+    source = shown_path(card.source, out_dir)
     banner = f"<p class=banner>{html.escape(card.problem)}</p>" if card.problem else ""
     return (f"<div class=run id={card.anchor}><h3>{html.escape(card.title)}</h3>{banner}"
             f"<div class=grid><div>{facts}</div><div>{metrics}</div></div>"
@@ -433,12 +457,22 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(text))
 
 
+def shown_path(path: str | Path, out_dir: Path) -> str:
+    """A file as the page and the console name it: relative to the report folder when it is at most two folders
+    up from it (``merged-shards/x.eval``, ``../inspect/x.eval``), else its name alone; never an absolute path,
+    which would publish the user's folders with the page."""
+    import os
+
+    try:
+        relative = Path(os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
+    except ValueError:  # another drive (Windows)
+        return Path(path).name
+    return str(relative) if relative.parts[:3].count("..") < 3 else Path(path).name
+
+
 def _file_html(path: Path, out_dir: Path) -> str:
     name = html.escape(path.name)
-    try:
-        link = html.escape(str(path.resolve().relative_to(out_dir.resolve())))
-    except ValueError:
-        link = html.escape(str(path))
+    link = html.escape(shown_path(path, out_dir))
     if path.suffix == ".png":
         data = base64.b64encode(path.read_bytes()).decode("ascii")
         return (f"<figure class=file><img src=\"data:image/png;base64,{data}\" alt=\"{name}\">"
@@ -448,24 +482,26 @@ def _file_html(path: Path, out_dir: Path) -> str:
     return f"<p class=file>File: <a href=\"{link}\">{name}</a></p>"
 
 
-def _read_cards(logs: list[Path]) -> tuple[dict[str, list[RunCard]], list[str]]:
+def _read_cards(logs: list[Path], problems: Problems, out_dir: Path) -> dict[str, list[RunCard]]:
+    """The run card of each log; a log that should be a run and is not (an ``.eval`` that is not an Inspect log,
+    a ``results_*.json`` that is not lm-eval's) is a problem."""
     cards: dict[str, list[RunCard]] = {key: [] for key in METHODS}
-    skipped: list[str] = []
     for path in logs:
         path = Path(path)
+        before = len(problems)
         if path.suffix == ".eval" or (path.suffix == ".json" and not path.name.startswith("results_")):
-            card = inspect_card(path)
+            card = problems.guard(f"run card of {path.name}", inspect_card, path, default=None)
         elif path.name.startswith("results_") and path.suffix == ".json":
-            card = lm_eval_card(path)
+            card = problems.guard(f"run card of {path.name}", lm_eval_card, path, default=None)
         else:
             card = None
         if card is None:
-            if path.suffix in (".eval",) or path.name.startswith("results_"):
-                skipped.append(f"{path}: not readable as a run")
+            if len(problems) == before and (path.suffix == ".eval" or path.name.startswith("results_")):
+                problems.add(shown_path(path, out_dir), "not readable as a run")
             continue
         card.anchor = f"run-{sum(map(len, cards.values())) + 1}"
         cards.setdefault(card.method, []).append(card)
-    return cards, skipped
+    return cards
 
 
 def _count(runs: int, files: int) -> str:
@@ -475,47 +511,104 @@ def _count(runs: int, files: int) -> str:
     return f"{files} table{'s' * (files != 1)} and plots" if files else "empty"
 
 
-def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path]]) -> Path | None:
+def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path]],
+                problems: Problems | None = None, failed: Mapping[str, str] | None = None) -> Path | None:
     """Write ``out_dir/index.html`` over the runs in ``logs`` and the files in ``written`` (renderer name ->
     files), with ``summary.json`` and ``model-index.yaml`` beside it (``overview.write_files``); returns the
-    page's path, or ``None`` (and writes nothing) when there is no run and no file to show."""
+    page's path, or ``None`` (and writes nothing) when there is no run, no file and no problem to show.
+    ``failed`` (section key -> message) are the sections whose renderer failed: each is shown as an error in its
+    place. Every part of the page is drawn guarded: a part that raises is an error in its place and a problem
+    (in ``problems``, which the page lists at the top), and the rest is still written."""
     from medfuzz.report import overview
 
     out_dir = Path(out_dir)
-    cards, skipped = _read_cards(logs)
-    models = overview.build(logs)
+    problems = Problems(echo=False) if problems is None else problems
+    failed = dict(failed or {})
+    cards = _read_cards(logs, problems, out_dir)
+    models = problems.guard("Robustness at a glance", overview.build, logs, default=None)
+    if models is None:
+        failed["glance"] = problems[-1].error
+        models = []
     glance = {source: result for card in models for result in card.results for source in result.sources
               if len(result.sources) == 1}
     sections, nav = [], []
     for key, (title, blurb) in [*METHODS.items(), ("other", ("Other Inspect runs", ""))]:
         runs, files = cards.get(key, []), list(written.get(key, []))
-        if not runs and not files:
+        if not runs and not files and key not in failed:
             continue
         anchor = re.sub(r"[^a-z0-9]+", "-", key)
-        nav.append(f"<a href=\"#{anchor}\">{html.escape(title)} ({_count(len(runs), len(files))})</a>")
-        body = "".join(_card_html(card, out_dir, glance) for card in runs)
+        count = _count(len(runs), len(files)) if key not in failed else "failed"
+        nav.append(f"<a href=\"#{anchor}\">{html.escape(title)} ({count})</a>")
+        body = _failed_html(failed[key]) if key in failed else ""
+        body += "".join(_guarded_html(problems, f"{title}: run card {card.source.name}", _card_html, card, out_dir,
+                                      glance) for card in runs)
         if files:
-            body += "<h3>Tables and plots</h3>" + "".join(_file_html(p, out_dir) for p in files)
+            body += "<h3>Tables and plots</h3>" + "".join(
+                _guarded_html(problems, f"{title}: {p.name}", _file_html, p, out_dir) for p in files)
         sections.append(f"<section id={anchor}><h2>{html.escape(title)}</h2>"
                         f"<p class=note>{html.escape(blurb)}</p>{body}</section>")
-    if not sections:
+    if not sections and not problems:
         return None
-    problems = [f"{card.title}: {card.problem}" for runs in cards.values() for card in runs if card.problem]
+    banners = [f"{card.title}: {card.problem}" for runs in cards.values() for card in runs if card.problem]
+    glance_html = (_failed_html(failed["glance"]) if "glance" in failed else
+                   _guarded_html(problems, "Robustness at a glance", overview.section_html, _shown_sources(
+                       models, out_dir), banners))
     first = (f"<section id=glance><h2>Robustness at a glance</h2><p class=note>One card per target model: each "
              "number with its 95 % Wilson interval [low, high] and its counts, or ± its standard error; "
              "significance at the run's own α with the valid permutation p-value.</p>"
-             f"{overview.section_html(models, problems)}</section>")
+             f"{glance_html}</section>")
     nav.insert(0, f"<a href=\"#glance\">Robustness at a glance ({len(models)} model{'s' * (len(models) != 1)})</a>")
-    unread = "".join(f"<li class=bad>{html.escape(s)}</li>" for s in skipped)
+    problems.guard(f"{overview.SUMMARY} and {overview.MODEL_INDEX}", overview.write_files, models, out_dir,
+                   default=None)
+    listed = [p.line() for p in problems]
+    if listed:
+        nav.insert(0, f"<a href=\"#problems\">Problems ({len(listed)})</a>")
     page = ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
             f"<title>medfuzz report</title><style>{STYLE}</style></head><body>"
             f"<h1>medfuzz report</h1><p class=note>{len(logs)} file(s) read; written "
             f"{datetime.now().isoformat(timespec='seconds')}. Plots are embedded; the CSV, HTML and Markdown "
             f"files, {overview.SUMMARY} and {overview.MODEL_INDEX} sit beside this page.</p>"
-            f"<nav>{''.join(nav)}</nav>{first}{''.join(sections)}"
-            + (f"<h2>Not read</h2><ul>{unread}</ul>" if unread else "") + "</body></html>")
-    overview.write_files(models, out_dir)
+            f"<nav>{''.join(nav)}</nav>{_problems_html(listed)}{first}{''.join(sections)}</body></html>")
     index = out_dir / INDEX
-    index.write_text(page, encoding="utf-8")
+    write_text_atomically(index, page)
+    return index
+
+
+def _guarded_html(problems: Problems, where: str, draw: Callable[..., str], *args: Any) -> str:
+    """``draw(*args)``, or the error in its place when it raises (recorded in ``problems``)."""
+    drawn = problems.guard(where, draw, *args, default=None)
+    return _failed_html(problems[-1].error) if drawn is None else drawn
+
+
+def _failed_html(message: str) -> str:
+    return f"<p class=\"banner failed\">This part of the report could not be drawn: {html.escape(message)}</p>"
+
+
+def _problems_html(lines: list[str]) -> str:
+    if not lines:
+        return ""
+    items = "".join(f"<li class=bad>{html.escape(line)}</li>" for line in lines)
+    # a div, not a section: the page's sections are the methods (and readers cut the page at "</section>")
+    return (f"<div id=problems class=problems><h2>Problems ({len(lines)})</h2><p class=note>What this report could "
+            f"not draw or could not use; medfuzz report exits 1 while any is left.</p><ul>{items}</ul></div>")
+
+
+def _shown_sources(models: list[Any], out_dir: Path) -> list[Any]:
+    """The first screen's cards with their log paths as the page shows them (``shown_path``)."""
+    from dataclasses import replace
+
+    return [replace(card, results=[replace(r, sources=[shown_path(s, out_dir) for s in r.sources])
+                                   for r in card.results]) for card in models]
+
+
+def write_fallback_page(out_dir: Path, written: Mapping[str, list[Path]], problems: Problems) -> Path:
+    """The page when ``write_index`` itself failed: the problems and links to every file the renderers wrote."""
+    files = "".join(f"<li><a href=\"{html.escape(shown_path(p, out_dir))}\">{html.escape(p.name)}</a></li>"
+                    for paths in written.values() for p in paths)
+    page = ("<!doctype html><html lang=en><head><meta charset=utf-8><title>medfuzz report</title>"
+            f"<style>{STYLE}</style></head><body><h1>medfuzz report</h1>"
+            f"{_problems_html([p.line() for p in problems])}<h2>Files written</h2><ul>{files}</ul></body></html>")
+    index = Path(out_dir) / INDEX
+    write_text_atomically(index, page)
     return index

@@ -1,7 +1,8 @@
 """Compare models on MedGuard from their Inspect logs and/or lm-eval results, and draw per-aspect charts.
 
-``compare(paths)`` reads every MedGuard run under the paths (other runs are ignored), merges runs of the same
-model and prompt strategy (e.g. one log per aspect task), and returns the safety indices with bootstrap SEs and
+``compare(paths)`` reads every MedGuard run under the paths (other runs are ignored), merges logs of the same
+model, prompt strategy and settings (e.g. one log per aspect task; logs of different settings, such as another
+seed, stay separate runs), and returns the safety indices with bootstrap SEs and
 chance levels, each model's answer-letter distribution per aspect (position bias), the pairwise McNemar matrix
 with raw and Holm-adjusted p-values, and two rankings of which model significantly beats which: at raw
 p ≤ alpha (the paper's Fig. 2b) and at Holm-adjusted p ≤ alpha. ``render(paths, out_dir)`` writes one chart per
@@ -43,6 +44,11 @@ class ModelRun:
     sources: list[Path] = field(default_factory=list)
     model: str = ""  # the target model (Inspect's model name; lm-eval's model and its pretrained= argument)
     strategy: str = "basic"
+    settings: dict[str, Any] = field(default_factory=dict)  # where it differs from the model's other runs
+
+    def settings_text(self) -> str:
+        """`` · seed 1``: the settings in which this run differs from the same model's other runs, or ``""``."""
+        return "".join(f" · {name} {_setting(value)}" for name, value in self.settings.items())
 
 
 # ------------------------------------------------------------------------------------------- Inspect
@@ -80,7 +86,13 @@ def results_from_inspect_log(log: Any) -> list[ItemResult]:
     return results
 
 
-def _inspect_run(path: Path) -> tuple[str, str, list[ItemResult]] | None:
+# metadata that says which part of a run a log holds or where it came from, not how its items were built or
+# asked: logs that differ only here are parts of one run (one log per aspect task, a suite's label)
+NOT_SETTINGS = frozenset({"aspects", "medfuzz_method", "medguard", "medfuzz_suite", "medfuzz_shard",
+                          "medfuzz_merged_shards", "max_calls", "strategy", "version", "medguard_aspects"})
+
+
+def _inspect_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]] | None:
     from medfuzz.report._logs import read_log
 
     try:
@@ -89,8 +101,12 @@ def _inspect_run(path: Path) -> tuple[str, str, list[ItemResult]] | None:
         return None
     if not _is_medguard_inspect(header) or header.status != "success":
         return None
-    strategy = (header.eval.metadata or {}).get("strategy", "basic")
-    return str(header.eval.model), str(strategy), results_from_inspect_log(path)
+    metadata = header.eval.metadata or {}
+    strategy = metadata.get("strategy", "basic")
+    settings = {k: v for k, v in metadata.items() if k not in NOT_SETTINGS}
+    for role, config in (getattr(header.eval, "model_roles", None) or {}).items():  # the generator role
+        settings[f"role {role}"] = str(getattr(config, "model", config))
+    return str(header.eval.model), str(strategy), settings, results_from_inspect_log(path)
 
 
 # -------------------------------------------------------------------------------------------- lm-eval
@@ -109,7 +125,7 @@ def results_from_lm_eval_samples(path: Path) -> list[ItemResult]:
     return results
 
 
-def _lm_eval_run(path: Path) -> tuple[str, str, list[ItemResult]] | None:
+def _lm_eval_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -129,9 +145,19 @@ def _lm_eval_run(path: Path) -> tuple[str, str, list[ItemResult]] | None:
         return None
     config = data.get("config") or {}
     model = str(config.get("model") or data.get("model_name") or "lm-eval")
-    named = re.search(r"(?:^|,)(?:pretrained|model)=([^,]+)", str(config.get("model_args") or ""))
-    name = f"{model}:{named.group(1)}" if named else model
-    return name, str(strategy), results
+    args = config.get("model_args") or ""
+    if isinstance(args, dict):  # lm-eval keeps a Python caller's model_args as a dict: two models, two names
+        found = args.get("pretrained") or args.get("model")
+        name = f"{model}:{found}" if found else model
+    else:
+        named = re.search(r"(?:^|,)(?:pretrained|model)=([^,]+)", str(args))
+        name = f"{model}:{named.group(1)}" if named else model
+    settings: dict[str, Any] = {}  # the run's --metadata as lm-eval kept it in each task's config
+    for task in tasks:
+        metadata = (data["configs"].get(task) or {}).get("metadata")
+        if isinstance(metadata, dict):
+            settings.update({k: v for k, v in metadata.items() if k not in NOT_SETTINGS})
+    return name, str(strategy), settings, results
 
 
 # ------------------------------------------------------------------------------------------- compare
@@ -151,8 +177,13 @@ def _candidates(paths: Iterable[Path]) -> list[Path]:
 
 
 def load_runs(paths: Iterable[Path]) -> list[ModelRun]:
-    """Every MedGuard run under ``paths``, merged per model label (later files override earlier items)."""
-    runs: dict[str, ModelRun] = {}
+    """Every MedGuard run under ``paths``. Logs of one model, harness, prompt strategy and settings are one run
+    (e.g. one log per aspect task; a later file's items override an earlier one's). Logs whose settings differ
+    (``-T seed=1`` beside the default seed, another ``limit_per_aspect``, another benchmark file or generator
+    model, ...) are never pooled into one number: each is its own run, labelled with the settings in which it
+    differs from the model's other runs (``model · basic · seed 1``)."""
+    runs: dict[tuple[str, str], ModelRun] = {}
+    settings_of: dict[tuple[str, str], dict[str, Any]] = {}
     for path in _candidates(paths):
         if path.name.startswith("results_"):
             found, harness = _lm_eval_run(path), "lm-eval"
@@ -160,12 +191,39 @@ def load_runs(paths: Iterable[Path]) -> list[ModelRun]:
             found, harness = _inspect_run(path), "inspect"
         if found is None:
             continue
-        model, strategy, results = found
+        model, strategy, settings, results = found
         label = f"{model} · {strategy}" + (" · lm-eval" if harness == "lm-eval" else "")
-        run = runs.setdefault(label, ModelRun(label, harness, model=model, strategy=strategy))
+        key = (label, json.dumps(settings, sort_keys=True, default=str))
+        run = runs.setdefault(key, ModelRun(label, harness, model=model, strategy=strategy))
+        settings_of[key] = settings
         run.results.update({r.item_id: r for r in results})
         run.sources.append(path)
+    _label_by_settings(runs, settings_of)
     return list(runs.values())
+
+
+def _label_by_settings(runs: dict[tuple[str, str], ModelRun], settings_of: dict[tuple[str, str], dict[str, Any]]) \
+        -> None:
+    """Runs that share a label but not their settings get the differing settings appended to it."""
+    by_label: dict[str, list[tuple[str, str]]] = {}
+    for key in runs:
+        by_label.setdefault(key[0], []).append(key)
+    for label, keys in by_label.items():
+        if len(keys) < 2:
+            continue
+        names = sorted({name for key in keys for name in settings_of[key]})
+        differing = [n for n in names if len({json.dumps(settings_of[k].get(n), default=str) for k in keys}) > 1]
+        for key in keys:
+            runs[key].settings = {n: settings_of[key].get(n, "unset") for n in differing}
+            runs[key].label = label + runs[key].settings_text()
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return "+".join(map(str, value))
+    if isinstance(value, str) and ("/" in value or "\\" in value):  # a file: its name (no absolute path on a page)
+        return Path(value).name
+    return "–" if value is None else str(value)
 
 
 @dataclass

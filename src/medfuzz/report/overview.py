@@ -183,8 +183,8 @@ def medguard_results(paths: list[Path]) -> list[tuple[str, MethodResult]]:
                                   chance=_mean_of(chances, members)))
         harness = "lm-eval" if run.harness == "lm-eval" else "Inspect"
         out.append((run.model, MethodResult(
-            "medguard", harness, f"MedGuard · {run.strategy} prompts", "medguard", "MedGuard (bundled build)",
-            numbers, [str(p) for p in run.sources],
+            "medguard", harness, f"MedGuard · {run.strategy} prompts{run.settings_text()}", "medguard",
+            "MedGuard (bundled build)", numbers, [str(p) for p in run.sources],
             note=f"{len(report.aspects)} aspects; ± bootstrap SE; n = scoring units")))
     return out
 

@@ -17,7 +17,9 @@ logs, which the ledger names (at the split's size the transcripts are 85 % of a 
 
 A shard set with a shard missing, overlapping slices, or a shard that did not finish merges into a log with
 status ``error`` whose message says what is missing: the report shows it with a banner and never as a finished
-run.
+run, names it on the console and exits 1. Shards of one task and model in two configurations (task args, roles,
+shard count, ...) are never merged together: each configuration is its own (incomplete) run, and the report
+names what differs (complete shard sets of different settings are separate runs and no problem).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medfuzz.report.problems import Problems, describe
 from medfuzz.tasks.suite import SHARD_KEY
 
 MERGED_KEY = "medfuzz_merged_shards"  # a merged log's metadata: the shard count, the run's samples, the shard logs
@@ -178,10 +181,13 @@ def merged_name(log: Any) -> str:
     return f"{stamp}_{task}_{log.eval.eval_id}.eval"
 
 
-def merge_shards(paths: Sequence[Path], out_dir: Path) -> list[Path]:
+def merge_shards(paths: Sequence[Path], out_dir: Path, problems: Problems | None = None) -> list[Path]:
     """``paths`` with every shard set replaced by its merged log, written under ``out_dir/merged-shards`` (and,
     inside ``_logs.read_once``, handed to the renderers without a second parse). A merged log among ``paths``
-    whose shards are there too is replaced by a fresh merge; other files pass through unchanged."""
+    whose shards are there too is replaced by a fresh merge; other files pass through unchanged. With
+    ``problems``, each shard set that does not make one finished run (a shard missing or unfinished, slices
+    overlapping) and each run whose shards come in two configurations is named there; a shard set that cannot
+    be merged at all is named and left out (its shards are never read as separate runs)."""
     from inspect_ai.log import write_eval_log
 
     from medfuzz.report._logs import read_log, remember
@@ -207,13 +213,68 @@ def merge_shards(paths: Sequence[Path], out_dir: Path) -> list[Path]:
             kept += paths_of_merged
     if not groups:
         return kept
+    if problems is not None:
+        for where, message in mixed_configurations(groups):
+            problems.add(where, message)
     target = out_dir / MERGED_DIR
     target.mkdir(parents=True, exist_ok=True)
     for shards in groups.values():
-        merged = merge(shards)
-        path = target / merged_name(merged)
-        write_eval_log(merged, str(path))
+        try:
+            merged = merge(shards)
+            path = target / merged_name(merged)
+            write_eval_log(merged, str(path))
+        except Exception as err:
+            if problems is None:
+                raise
+            problems.add(_where(shards[0].log), f"its {len(shards)} shard log(s) could not be merged "
+                                                f"({describe(err)}); left out of every number")
+            continue
         merged = merged.model_copy(update={"location": str(path)})
         remember(path, merged)
         kept.append(path)
+        if problems is not None and merged.status != "success" and merged.error is not None:
+            problems.add(f"{MERGED_DIR}/{path.name}", merged.error.message)
     return kept
+
+
+def _where(log: Any) -> str:
+    return f"{log.eval.task} on {log.eval.model}"
+
+
+IDENTITY_WORDS = {"args": "task args", "roles": "model roles", "label": "suite label", "count": "shard count",
+                  "samples": "run size"}
+
+
+def mixed_configurations(groups: dict[str, list[ShardLog]]) -> list[tuple[str, str]]:
+    """(where, message) for each task and model whose shards come in more than one configuration and do not
+    make a whole run in each: shards of two different runs given as if they were one. Each configuration is
+    merged apart, and the message says what differs. Complete shard sets of different settings (a seed study)
+    are separate runs and no problem."""
+    by_run: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    incomplete: set[tuple[str, str]] = set()
+    for key, shards in groups.items():
+        identity = json.loads(key)
+        by_run[(identity["task"], identity["model"])].append(identity)
+        if _problem(_newest_per_slice(shards)) is not None:
+            incomplete.add((identity["task"], identity["model"]))
+    found = []
+    for (task, model), identities in by_run.items():
+        if len(identities) < 2 or (task, model) not in incomplete:
+            continue
+        differences = []
+        for field, words in IDENTITY_WORDS.items():
+            values = [identity.get(field) for identity in identities]
+            if all(v == values[0] for v in values):
+                continue
+            if all(isinstance(v, dict) or v is None for v in values):  # name the keys that differ, with values
+                names = sorted({k for v in values for k in (v or {})})
+                for name in names:
+                    per = [(v or {}).get(name, "unset") for v in values]
+                    if any(p != per[0] for p in per):
+                        differences.append(f"{words} {name}: {' / '.join(map(str, per))}")
+            else:
+                differences.append(f"{words}: {' / '.join('unset' if v is None else str(v) for v in values)}")
+        found.append((f"{task} on {model}", f"shards of {len(identities)} different configurations "
+                      f"({'; '.join(differences) or 'settings differ'}); each configuration is merged apart and "
+                      "none is pooled with another. Report each configuration's shard logs on their own."))
+    return found
