@@ -65,6 +65,7 @@ def _cut(text: str, stop: Any, max_tokens: int | None) -> str:
 
 
 TRANSIENT_KINDS = ("500", "429", "hang")
+MODEL_CALL_PATHS = ("/v1/chat/completions", "/v1/completions")  # latency and faults: not /tokenize, /models
 
 
 @dataclass
@@ -264,9 +265,10 @@ def _handler(app: PlantedApp, latency: float = 0.0,
         def _reply(self, method: str) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            if latency and method == "POST":  # a model call: as slow as the endpoint being imitated (one thread
-                time.sleep(latency)  # per connection, so concurrent calls overlap like a real server's)
-            kind = faults.fault_for(raw) if faults is not None and method == "POST" else None
+            model_call = method == "POST" and self.path.split("?", 1)[0].rstrip("/") in MODEL_CALL_PATHS
+            if latency and model_call:  # as slow as the endpoint being imitated (one thread per connection, so
+                time.sleep(latency)  # concurrent calls overlap like a real server's); tokenizing is not a call
+            kind = faults.fault_for(raw) if faults is not None and model_call else None
             if kind is not None:
                 self._fault(kind)
                 return
