@@ -64,7 +64,7 @@ def command_line_secrets(argv: Sequence[str]) -> list[str]:
         except json.JSONDecodeError:
             parsed = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
         if isinstance(parsed, dict):
-            found += [str(v) for k, v in parsed.items() if secret_name(str(k)) and v not in (None, "")]
+            found += [str(v) for k, v in parsed.items() if secret_option(str(k)) and v not in (None, "")]
     return found
 
 
@@ -165,6 +165,11 @@ def _parse_model_args(model_args: Any) -> Iterable[str]:
     return []
 
 
+def secret_option(name: str) -> bool:
+    """Whether an option carries a secret, as named or after its family/benchmark prefix (``medfuzz_token``)."""
+    return secret_name(name) or secret_name(_split(name)[1])
+
+
 def _split(name: str) -> tuple[str | None, str]:
     """(prefix, rest) for ``<family or benchmark>_<rest>``, else (None, name)."""
     for prefix in (*families(), *BENCHMARKS):
@@ -197,12 +202,12 @@ def read_options(raw: Mapping[str, Any], family: str, *, task: str, benchmark: s
     by_benchmark: dict[str, Any] = {}
     by_family: dict[str, Any] = {}
     for name, value in raw.items():
-        prefix, rest = _split(name)
-        if secret_name(name) or secret_name(rest):  # --model_args and ignore_options too: lm-eval writes them
+        if secret_option(name):  # from --model_args and in ignore_options too: lm-eval writes them
             reasons.append(f"{name}: {SECRET_REASON}")
             continue
         if name in LM_EVAL_KEYS or name == IGNORE or name in ignored or name in model_args:
             continue
+        prefix, rest = _split(name)
         if prefix in families():
             if rest in families()[prefix][0]:
                 if prefix == family:
