@@ -98,8 +98,10 @@ def _lm_eval(out: Path, name: str, model_args: str, env: dict[str, str]) -> tupl
 
 def test_a_key_echoed_by_a_401_or_passed_as_a_model_argument_reaches_no_file(tmp_path: Path) -> None:
     from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
 
     from medfuzz.models.failures import ModelConfigError
+    from medfuzz.models.planted.server import serve
     from medfuzz.tasks.inspect.baselines import medqa_clean
     from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
     from medfuzz.tasks.inspect.medguard import medguard
@@ -116,18 +118,21 @@ def test_a_key_echoed_by_a_401_or_passed_as_a_model_argument_reaches_no_file(tmp
         with environment(env):
             tiny = {"data": "demo", "limit": 1, "turns": 1, "replicates": 1, "exemplars": 0, "controls": 0,
                     "max_tokens_scale": 0.25}
+            # a model of its own (not Inspect's memoized one of another test's server); its key from FAULTS_API_KEY
+            model = get_model(server.inspect_model, base_url=server.base_url, memoize=False)
             logs = inspect_eval([medqa_clean(data="demo", limit=2),
                                  medguard(aspects="defense", limit_per_aspect=2, strategy="basic"),
-                                 medfuzz_medqa(**tiny)], model=server.inspect_model,
-                                model_roles={"attacker": server.inspect_model}, log_dir=str(run / "logs"),
-                                display="none")
+                                 medfuzz_medqa(**tiny)], model=model, model_roles={"attacker": model},
+                                log_dir=str(run / "logs"), display="none")
             with pytest.raises(ModelConfigError, match=r"HTTP 401.*\[redacted\]"):
                 attack_with_cache("medqa", target_base_url=server.base_url, target_model="fault-model",
                                   data="demo", attack_limit=1, turns=1, replicates=1, exemplars=0, controls=0,
                                   max_tokens_scale=0.25, cache_dir=str(run / "cache" / "attacks"))
         echoed_code, echoed = _lm_eval(run, "lm-eval-401", completions, env)
-        refused_code, refused = _lm_eval(run, "lm-eval-key", f"{completions},api_key={canary}", {})
         seen = server.stats.authorization
+    with serve() as planted:  # a server that answers: without the refusal lm-eval writes results with the key
+        model_args = f"model={planted.target_name},base_url={planted.base_url}/completions,tokenizer_backend=remote"
+        refused_code, refused = _lm_eval(run, "lm-eval-key", f"{model_args},api_key={canary}", {})
     assert seen and all(header == f"Bearer {canary}" for header in seen)  # each route sent the key, to be echoed
     assert [log.status for log in logs] == ["error"] * 3 and all("HTTP 401" in log.error.message for log in logs)
     assert echoed_code != 0 and "Incorrect API key provided: [redacted]" in echoed  # lm-eval logged the body
