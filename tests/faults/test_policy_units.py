@@ -217,6 +217,30 @@ async def test_inspect_provider_errors_carry_no_key_where_inspect_logs_them() ->
     assert SECRET not in str(err.value) and SECRET not in repr(err.value.body) and "[redacted]" in str(err.value)
 
 
+async def test_provider_replies_carrying_an_error_are_redacted_too() -> None:
+    """A provider may return its error (an exception, or a reply with ``error`` set) with the raw exchange
+    instead of raising: Inspect logs both, so both are redacted; a good reply is returned untouched."""
+    from types import SimpleNamespace
+
+    from inspect_ai.model import ModelCall, ModelOutput
+
+    from medfuzz.adapters.inspect_model import redact_provider_errors
+
+    replies = [(ModelOutput(model="m", error=f"rejected key {SECRET}"), ModelCall(request={"model": "m"},
+                response={"error": {"message": f"key {SECRET}"}})), (_echoed_401(SECRET), None),
+               ModelOutput.from_content("m", f"text that happens to hold {SECRET}")]
+
+    async def generate(**kwargs: object) -> object:
+        return replies.pop(0)
+
+    model = redact_provider_errors(SimpleNamespace(api=SimpleNamespace(api_key=SECRET, generate=generate)))
+    output, call = await model.api.generate(input=[])
+    assert output.error == "rejected key [redacted]" and call.response == {"error": {"message": "key [redacted]"}}
+    error, _ = await model.api.generate(input=[])
+    assert SECRET not in str(error) and error.status_code == 401
+    assert SECRET in (await model.api.generate(input=[])).completion  # a reply is the model's, not redacted
+
+
 def test_describe_names_the_root_cause_once_and_only_when_it_differs() -> None:
     from medfuzz.models.failures import describe
 

@@ -31,7 +31,7 @@ from inspect_ai.model._generate_config import active_generate_config  # not re-e
 from inspect_ai.util import LimitExceededError
 
 from medfuzz.models import call_cache
-from medfuzz.models.failures import cap_reply, config_failure, describe, redact_exception
+from medfuzz.models.failures import cap_reply, config_failure, describe, redact, redact_exception, redact_value
 from medfuzz.models.logprobs import TokenLogprob, extract_letter_logprobs
 from medfuzz.models.openai_compat import TOP_LOGPROBS
 from medfuzz.models.protocol import ChatMessage, Generation, TokenUsage
@@ -88,9 +88,15 @@ def redact_provider_errors(model: Model) -> Model:
         except Exception as err:
             redact_exception(err, secrets)
             raise
-        output = result[0] if isinstance(result, tuple) else result
+        output, call = result if isinstance(result, tuple) else (result, None)
         if isinstance(output, BaseException):  # a provider may return its error (Inspect then raises it)
             redact_exception(output, secrets)
+        elif isinstance(getattr(output, "error", None), str):  # or a reply whose error Inspect logs
+            output.error = redact(output.error, secrets)
+        else:
+            return result
+        if call is not None:  # the raw exchange Inspect logs with the failed call's event
+            call.response = redact_value(call.response, secrets)
         return result
 
     setattr(api, "generate", generate)  # noqa: B010 - an instance attribute shadows the method Inspect calls
