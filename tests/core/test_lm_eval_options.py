@@ -97,10 +97,12 @@ def test_secret_names_among_lm_eval_s_api_model_arguments() -> None:
     assert not {n for n in known_names() if secret_name(n)} and "api_key_env" in known_names()
 
 
-def test_command_line_secrets_are_found_for_log_redaction() -> None:
+def test_command_line_secrets_are_found_for_log_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_SERVICE_CRED", "cred-0123456789")
     argv = ["--model", "local-completions", "--model_args", f"model=m,api_key={KEY},tokenizer_backend=remote",
-            "--metadata", '{"data": "demo", "medfuzz_token": "tok-0123456789", "api_key_env": "MY_KEY"}']
-    assert _options.command_line_secrets(argv) == [KEY, "tok-0123456789"]
+            "--metadata", '{"data": "demo", "medfuzz_token": "tok-0123456789", "medfuzz_api_key_env": '
+            '"MY_SERVICE_CRED", "api_key_env": "UNSET_VARIABLE_NAME"}']
+    assert _options.command_line_secrets(argv) == [KEY, "tok-0123456789", "cred-0123456789"]
     assert _options.command_line_secrets(["--model_args", '{"auth_token": "abc"}', "--tasks", "x"]) == ["abc"]
 
 

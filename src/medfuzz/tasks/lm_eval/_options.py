@@ -31,6 +31,7 @@ import dataclasses
 import difflib
 import itertools
 import json
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
@@ -53,8 +54,9 @@ SECRET_REASON = ("a secret, refused: lm-eval writes --model_args and --metadata 
 
 def command_line_secrets(argv: Sequence[str]) -> list[str]:
     """The values of secret-named entries in an lm-eval command line's ``--model_args`` (``k=v,...`` or JSON)
-    and ``--metadata`` (JSON): lm-eval logs them ("Initializing ... with arguments") before a hook can refuse
-    them, so the CLI redacts them from its logs (``medfuzz.models.failures.redact_log_records``)."""
+    and ``--metadata`` (JSON), and of the variable an ``api_key_env`` names: lm-eval logs the arguments
+    ("Initializing ... with arguments") before a hook can refuse them, and a provider may echo the key in an
+    error body lm-eval logs, so the CLI redacts them from its logs (``models.failures.redact_log_records``)."""
     found: list[str] = []
     for flag, value in itertools.pairwise(argv):
         if flag not in ("--model_args", "--metadata"):
@@ -65,6 +67,8 @@ def command_line_secrets(argv: Sequence[str]) -> list[str]:
             parsed = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
         if isinstance(parsed, dict):
             found += [str(v) for k, v in parsed.items() if secret_option(str(k)) and v not in (None, "")]
+            found += [os.environ[str(v)] for k, v in parsed.items()
+                      if _split(str(k))[1] == "api_key_env" and os.environ.get(str(v))]
     return found
 
 
