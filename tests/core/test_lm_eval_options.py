@@ -104,6 +104,7 @@ def test_command_line_secrets_are_found_for_log_redaction(monkeypatch: pytest.Mo
             '"MY_SERVICE_CRED", "api_key_env": "UNSET_VARIABLE_NAME"}']
     assert _options.command_line_secrets(argv) == [KEY, "tok-0123456789", "cred-0123456789"]
     assert _options.command_line_secrets(["--model_args", '{"auth_token": "abc"}', "--tasks", "x"]) == ["abc"]
+    assert _options.command_line_secrets([f"--model_args=model=m,key={KEY}", "--limit=2"]) == [KEY]
 
 
 def test_every_hook_reads_through_it(tmp_path: Path) -> None:

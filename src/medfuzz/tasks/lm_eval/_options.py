@@ -58,6 +58,7 @@ def command_line_secrets(argv: Sequence[str]) -> list[str]:
     ("Initializing ... with arguments") before a hook can refuse them, and a provider may echo the key in an
     error body lm-eval logs, so the CLI redacts them from its logs (``models.failures.redact_log_records``)."""
     found: list[str] = []
+    argv = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--") and "=" in arg else [arg])]
     for flag, value in itertools.pairwise(argv):
         if flag not in ("--model_args", "--metadata"):
             continue
