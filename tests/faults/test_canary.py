@@ -7,6 +7,7 @@ API model), for Inspect's trace log too, and a key passed to lm-eval as a model 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import subprocess
@@ -26,6 +27,9 @@ pytestmark = pytest.mark.e2e
 def files_containing(root: Path, secret: str) -> list[str]:
     """Every file (and every member of a zip archive such as an ``.eval`` log, and the text of a gzip file such
     as a compressed trace log) under ``root`` (a folder or one file) holding ``secret``."""
+    with contextlib.suppress(ImportError):  # zstd for zipfile before Python 3.14 (Inspect's .eval members use it)
+        import zipfile_zstd  # noqa: F401
+
     needle = secret.encode()
     found = []
     for path in (root.rglob("*") if root.is_dir() else [root]):
