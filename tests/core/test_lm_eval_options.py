@@ -97,6 +97,16 @@ def test_secret_names_among_lm_eval_s_api_model_arguments() -> None:
     assert not {n for n in known_names() if secret_name(n)} and "api_key_env" in known_names()
 
 
+def test_model_args_with_a_secret_are_refused_up_front() -> None:
+    with pytest.raises(ConfigError, match=r"^--lm-eval: auth_token: a secret, refused.*; key: a secret") as err:
+        _options.refuse_secret_model_args(f"model=m,auth_token={KEY},key={KEY},tokenizer_backend=remote",
+                                          where="--lm-eval")
+    assert KEY not in str(err.value)
+    with pytest.raises(ConfigError, match="header: a secret"):
+        _options.refuse_secret_model_args({"model": "m", "header": {"Authorization": KEY}})
+    _options.refuse_secret_model_args("model=m,base_url=http://h/v1/completions,add_bos_token=True")  # no secret
+
+
 def test_command_line_secrets_are_found_for_log_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_SERVICE_CRED", "cred-0123456789")
     argv = ["--model", "local-completions", "--model_args", f"model=m,api_key={KEY},tokenizer_backend=remote",

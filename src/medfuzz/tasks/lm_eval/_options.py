@@ -52,6 +52,17 @@ SECRET_REASON = ("a secret, refused: lm-eval writes --model_args and --metadata 
                  "endpoint that needs auth_token: use tokenizer_backend=huggingface with a local tokenizer")
 
 
+def refuse_secret_model_args(model_args: str | Mapping[str, Any], where: str = "--model_args") -> None:
+    """Stop with the hooks' refusal before anything runs when lm-eval model arguments name a secret (for a
+    command that builds an lm-eval run, e.g. ``medfuzz run --lm-eval MODEL:ARGS``, so it fails at start-up
+    rather than after the Inspect half); the value is never shown."""
+    names = [str(k) for k in model_args] if isinstance(model_args, Mapping) else \
+        [part.split("=", 1)[0].strip() for part in model_args.split(",") if "=" in part]
+    secrets = [name for name in names if secret_option(name)]
+    if secrets:
+        raise ConfigError(f"{where}: " + "; ".join(f"{name}: {SECRET_REASON}" for name in secrets))
+
+
 def command_line_secrets(argv: Sequence[str]) -> list[str]:
     """The values of secret-named entries in an lm-eval command line's ``--model_args`` (``k=v,...`` or JSON)
     and ``--metadata`` (JSON), and of the variable an ``api_key_env`` names: lm-eval logs the arguments
