@@ -139,6 +139,7 @@ def test_a_key_echoed_by_a_401_or_passed_as_a_model_argument_reaches_no_file(tmp
         refused_code, refused = _lm_eval(run, "lm-eval-key", f"{model_args},api_key={canary}", {})
     assert seen and all(header == f"Bearer {canary}" for header in seen)  # each route sent the key, to be echoed
     assert [log.status for log in logs] == ["error"] * 3 and all("HTTP 401" in log.error.message for log in logs)
+    assert len(files_containing(run / "logs", "Incorrect API key provided: [redacted]")) >= 3  # the echo, logged
     assert echoed_code != 0 and "Incorrect API key provided: [redacted]" in echoed  # lm-eval logged the body
     assert refused_code != 0 and "api_key: a secret, refused" in refused and "OPENAI_API_KEY" in refused
     assert not list((run / "lm-eval-key").rglob("results_*.json"))
