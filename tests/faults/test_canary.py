@@ -2,7 +2,7 @@
 an Inspect provider (task model and a model role), ``OPENAI_API_KEY`` for the lm-eval attack path, and a
 variable named by ``api_key_env`` — runs go through the fault server (which checks the key arrived), and then no
 log, ``.eval`` archive, cache file or report under the run's folders contains the key. The same holds when the
-server answers 401 with a body that echoes the key (Inspect's tasks, the lm-eval attack path and lm-eval's own
+server answers 401 with a body that echoes the key (Inspect's four tasks, the lm-eval attack path and lm-eval's own
 API model), for Inspect's trace log too, and a key passed to lm-eval as a model argument is refused."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from tests.e2e.conftest import cli
 from tests.faults.server import FaultServer, Schedule
-from tests.faults.suite import environment
+from tests.faults.suite import build_task, environment
 
 pytestmark = pytest.mark.e2e
 
@@ -126,8 +126,8 @@ def test_a_key_echoed_by_a_401_or_passed_as_a_model_argument_reaches_no_file(tmp
             model = get_model(server.inspect_model, base_url=server.base_url, memoize=False)
             logs = inspect_eval([medqa_clean(data="demo", limit=2),
                                  medguard(aspects="defense", limit_per_aspect=2, strategy="basic"),
-                                 medfuzz_medqa(**tiny)], model=model, model_roles={"attacker": model},
-                                log_dir=str(run / "logs"), display="none")
+                                 medfuzz_medqa(**tiny), build_task("tces_medqa")], model=model,
+                                model_roles={"attacker": model}, log_dir=str(run / "logs"), display="none")
             with pytest.raises(ModelConfigError, match=r"HTTP 401.*\[redacted\]"):
                 attack_with_cache("medqa", target_base_url=server.base_url, target_model="fault-model",
                                   data="demo", attack_limit=1, turns=1, replicates=1, exemplars=0, controls=0,
@@ -138,8 +138,8 @@ def test_a_key_echoed_by_a_401_or_passed_as_a_model_argument_reaches_no_file(tmp
         model_args = f"model={planted.target_name},base_url={planted.base_url}/completions,tokenizer_backend=remote"
         refused_code, refused = _lm_eval(run, "lm-eval-key", f"{model_args},api_key={canary}", {})
     assert seen and all(header == f"Bearer {canary}" for header in seen)  # each route sent the key, to be echoed
-    assert [log.status for log in logs] == ["error"] * 3 and all("HTTP 401" in log.error.message for log in logs)
-    assert len(files_containing(run / "logs", "Incorrect API key provided: [redacted]")) >= 3  # the echo, logged
+    assert [log.status for log in logs] == ["error"] * 4 and all("HTTP 401" in log.error.message for log in logs)
+    assert len(files_containing(run / "logs", "Incorrect API key provided: [redacted]")) >= 4  # the echo, logged
     assert echoed_code != 0 and "Incorrect API key provided: [redacted]" in echoed  # lm-eval logged the body
     assert refused_code != 0 and "api_key: a secret, refused" in refused and "OPENAI_API_KEY" in refused
     assert not list((run / "lm-eval-key").rglob("results_*.json"))
