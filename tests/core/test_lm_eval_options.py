@@ -63,6 +63,60 @@ def test_model_args_and_ignored_names_are_left_alone(monkeypatch: pytest.MonkeyP
     assert read_options({"pretrained": "x", "data": "demo"}, "clean", task="t") == {"data": "demo"}
 
 
+KEY = "sk-canary-options-0123456789"
+
+
+@pytest.mark.parametrize("family", ["clean", "tces", "medfuzz", "medguard"])
+@pytest.mark.parametrize("name", ["api_key", "key", "auth_token", "token", "header", "hf_token", "password",
+                                  "medfuzz_api_key", "medqa_auth_token", "OPENAI_API_KEY"])
+def test_a_secret_is_refused_from_metadata_and_model_args_alike(monkeypatch: pytest.MonkeyPatch, family: str,
+                                                              name: str) -> None:
+    """lm-eval writes both into results_*.json; a --model_args name is otherwise left to the model, and
+    ignore_options does not let a secret through either. The message names the option, never its value."""
+    for model_args in (frozenset(), frozenset({name})):
+        monkeypatch.setattr(_options, "model_arg_names", lambda names=model_args: names)
+        for raw in ({name: KEY}, {name: KEY, "ignore_options": name}):
+            with pytest.raises(ConfigError, match=f"{name}: a secret, refused: .*OPENAI_API_KEY") as err:
+                read_options(raw, family, task="t", benchmark="medqa")
+            assert KEY not in str(err.value)
+
+
+def test_secret_names_among_lm_eval_s_api_model_arguments() -> None:
+    """Of every argument lm-eval's API models take, exactly the two that carry a credential are secrets
+    (``auth_token`` goes to the remote tokenizer, ``header`` replaces the Authorization header); the medfuzz
+    options are none, ``api_key_env`` (a variable's name) included."""
+    import inspect
+
+    from lm_eval.models.api_models import TemplateAPI
+    from lm_eval.models.openai_completions import LocalCompletionsAPI
+
+    from medfuzz.models.failures import secret_name
+
+    names = {*inspect.signature(TemplateAPI.__init__).parameters, *inspect.signature(LocalCompletionsAPI).parameters}
+    assert {n for n in names if secret_name(n)} == {"auth_token", "header"}
+    assert not {n for n in known_names() if secret_name(n)} and "api_key_env" in known_names()
+
+
+def test_model_args_with_a_secret_are_refused_up_front() -> None:
+    with pytest.raises(ConfigError, match=r"^--lm-eval: auth_token: a secret, refused.*; key: a secret") as err:
+        _options.refuse_secret_model_args(f"model=m,auth_token={KEY},key={KEY},tokenizer_backend=remote",
+                                          where="--lm-eval")
+    assert KEY not in str(err.value)
+    with pytest.raises(ConfigError, match="header: a secret"):
+        _options.refuse_secret_model_args({"model": "m", "header": {"Authorization": KEY}})
+    _options.refuse_secret_model_args("model=m,base_url=http://h/v1/completions,add_bos_token=True")  # no secret
+
+
+def test_command_line_secrets_are_found_for_log_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_SERVICE_CRED", "cred-0123456789")
+    argv = ["--model", "local-completions", "--model_args", f"model=m,api_key={KEY},tokenizer_backend=remote",
+            "--metadata", '{"data": "demo", "medfuzz_token": "tok-0123456789", "medfuzz_api_key_env": '
+            '"MY_SERVICE_CRED", "api_key_env": "UNSET_VARIABLE_NAME"}']
+    assert _options.command_line_secrets(argv) == [KEY, "tok-0123456789", "cred-0123456789"]
+    assert _options.command_line_secrets(["--model_args", '{"auth_token": "abc"}', "--tasks", "x"]) == ["abc"]
+    assert _options.command_line_secrets([f"--model_args=model=m,key={KEY}", "--limit=2"]) == [KEY]
+
+
 def test_every_hook_reads_through_it(tmp_path: Path) -> None:
     from medfuzz.tasks.lm_eval.baselines import clean_docs
     from medfuzz.tasks.lm_eval.medfuzz import medfuzz_docs

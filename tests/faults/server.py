@@ -10,7 +10,8 @@ MedFuzz attacker that appends a harmless sentence). On top of that a seeded ``Sc
   (200 whose body is cut in half);
 - content: ``empty`` (200, empty content), ``refusal`` (200, ``refusal`` set and no content), ``bad_letter``
   (an answer letter outside the item's options), ``huge`` (the right answer followed by megabytes of text);
-- configuration: ``auth`` (401) and ``not_found`` (404, unknown model), on every call.
+- configuration: ``auth`` (401) and ``not_found`` (404, unknown model), on every call; ``auth_echo`` (401 whose
+  body echoes the key it received, as some providers do: the canary test checks that no key reaches a file).
 
 Which requests get the fault: ``poison`` (substrings; a request whose messages contain one is faulty on every
 attempt — an *unrecoverable* fault for that item) and ``rate`` (a seeded share of dialogs, identified by their
@@ -40,14 +41,18 @@ from typing import Any
 
 from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
+from medfuzz.models.planted import PlantedSpec
+from medfuzz.models.planted.server import PlantedApp
 from medfuzz.solvers.medfuzz import prompts as medfuzz_prompts
 
 TRANSPORT_FAULTS = ("rate_limit", "server_error", "unavailable", "hang", "drop", "truncated_json")
 CONTENT_FAULTS = ("empty", "refusal", "bad_letter", "huge")
 CONFIG_FAULTS = ("auth", "not_found")
-FAULT_KINDS = TRANSPORT_FAULTS + CONTENT_FAULTS + CONFIG_FAULTS
+ECHO_FAULTS = ("auth_echo",)  # a mode of its own: the fault matrix (CONFIG_FAULTS) is unchanged
+FAULT_KINDS = TRANSPORT_FAULTS + CONTENT_FAULTS + CONFIG_FAULTS + ECHO_FAULTS
 
 MODEL = "fault-model"
+PLANTED_TOKENIZER = PlantedApp(PlantedSpec(), items=[])  # its /tokenize and /detokenize, for the auth_echo mode
 OPTION_LINE = re.compile(r"^\(?([A-J])[.)]\s+(.+?)\s*$", re.M)
 
 
@@ -72,7 +77,7 @@ class Schedule:
         """Whether this attempt (0-based, per conversation ``key``) gets the fault."""
         if self.kind is None:
             return False
-        if self.kind in CONFIG_FAULTS or any(marker in text for marker in self.poison):
+        if self.kind in CONFIG_FAULTS + ECHO_FAULTS or any(marker in text for marker in self.poison):
             return True
         draw = int(hashlib.sha256(f"{self.seed}|{key}".encode()).hexdigest()[:8], 16) / 0x100000000
         return draw < self.rate and attempt < self.times
@@ -226,7 +231,9 @@ class FaultServer:
                 pass
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
+                if server.schedule.kind == "auth_echo" and self.path.rstrip("/") == "/tokenizer_info":
+                    self._json(200, PlantedApp.tokenizer_info())  # lm-eval's remote tokenizer: open, as vLLM's
+                elif self.path.rstrip("/").endswith("/models"):
                     self._json(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
                 else:
                     self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
@@ -238,6 +245,9 @@ class FaultServer:
                     body = json.loads(raw)
                 except json.JSONDecodeError:
                     self._json(400, {"error": {"message": "invalid JSON body", "type": "invalid_request_error"}})
+                    return
+                if server.schedule.kind == "auth_echo" and self.path.rstrip("/") in ("/tokenize", "/detokenize"):
+                    self._json(*PLANTED_TOKENIZER.handle("POST", self.path, body))  # one character, one token
                     return
                 server._serve(self, body)
 
@@ -312,6 +322,9 @@ class FaultServer:
             handler._send(200, data[: len(data) // 2], {"Content-Length": str(len(data) // 2)})
         elif kind == "auth":
             handler._json(401, error_body("Incorrect API key provided", "invalid_api_key"))
+        elif kind == "auth_echo":
+            key = handler.headers.get("Authorization", "").removeprefix("Bearer ")
+            handler._json(401, error_body(f"Incorrect API key provided: {key}", "invalid_api_key"))
         elif kind == "not_found":
             handler._json(404, error_body(f"The model {body.get('model')!r} does not exist", "model_not_found"))
         elif kind == "empty":

@@ -15,7 +15,7 @@ import pytest
 from medfuzz.errors import DataError
 from medfuzz.models import ChatMessage, Generation, ScriptedChatModel
 from medfuzz.models.call_cache import CachedChatModel, CallCache, call_key, expiry_seconds
-from medfuzz.models.failures import MAX_REPLY_CHARS, ModelConfigError
+from medfuzz.models.failures import MAX_REPLY_CHARS, ModelConfigError, config_failure
 from medfuzz.models.openai_compat import OpenAIChatModel
 from medfuzz.options import ConfigError
 from medfuzz.report._csv import safe_cell
@@ -152,6 +152,93 @@ async def test_a_refused_connection_stops_the_run_named_by_its_root_cause() -> N
             await model.generate(MESSAGES)
         assert "(caused by ConnectionRefusedError: " in str(err.value) and SECRET not in str(err.value)
         await model._client.close()
+
+
+def _echoed_401(key: str) -> Exception:
+    """What the openai SDK raises for a 401 whose body echoes the key (as some providers do), with a cause."""
+    import openai
+
+    body = {"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_request_error"}}
+    response = httpx.Response(401, json=body, request=httpx.Request("POST", "http://test/v1/chat/completions"))
+    err = openai.AuthenticationError(f"Error code: 401 - {body}", response=response, body=body["error"])
+    err.__cause__ = httpx.HTTPStatusError(f"401 for key {key}", request=response.request, response=response)
+    return err
+
+
+def test_an_exception_is_redacted_in_place_keeping_what_the_harness_reads() -> None:
+    from medfuzz.models.failures import redact_exception
+
+    err = _echoed_401(SECRET)
+    assert redact_exception(err, (SECRET, None)) is err
+    for text in (str(err), err.message, repr(err.body), str(err.__cause__), repr(err)):
+        assert SECRET not in text and "[redacted]" in text, text
+    assert err.status_code == 401 and config_failure(err) is not None  # still a configuration failure
+    assert str(redact_exception(ValueError(("nested", {"k": [SECRET]})), (SECRET,))) == \
+        "('nested', {'k': ['[redacted]']})"
+
+
+def test_log_records_are_redacted_at_creation_messages_and_tracebacks(caplog) -> None:
+    from medfuzz.models.failures import environment_secrets, redact_log_records
+
+    assert environment_secrets({"OPENAI_API_KEY": SECRET, "HF_TOKEN": "hf-0123456789", "API_KEY_ENV": "MY_KEY",
+                                "SHORT_KEY": "abc", "PATH": "/usr/bin"}) == ("hf-0123456789", SECRET)
+    factory = logging.getLogRecordFactory()
+    try:
+        redact_log_records([SECRET, "short"])
+        log = logging.getLogger("lm_eval.models.api_models")
+        with caplog.at_level(logging.WARNING):
+            log.warning("API request failed! Response text: %s. Retrying...", f'{{"key": "{SECRET}"}}')
+            try:
+                raise _echoed_401(SECRET)
+            except Exception:
+                log.exception("failed")
+    finally:
+        logging.setLogRecordFactory(factory)
+    assert caplog.records and SECRET not in caplog.text and "[redacted]" in caplog.text
+    assert "Response text: {\"key\": \"[redacted]\"}" in caplog.text and "AuthenticationError" in caplog.text
+
+
+async def test_inspect_provider_errors_carry_no_key_where_inspect_logs_them() -> None:
+    """Through Inspect's openai-api provider against a 401 that echoes the key: the exception Inspect records
+    (``Model.generate`` writes it to the trace log and the model event) has the key redacted, and is still the
+    SDK's 401 that stops the run."""
+    import openai
+    from inspect_ai.model import get_model
+
+    from medfuzz.adapters.inspect_model import redact_provider_errors
+    from tests.faults.server import FaultServer, Schedule
+
+    with FaultServer(Schedule(kind="auth_echo")) as server:
+        model = redact_provider_errors(get_model(server.inspect_model, base_url=server.base_url, api_key=SECRET))
+        assert redact_provider_errors(model).api.generate is model.api.generate  # wrapped once
+        with pytest.raises(openai.AuthenticationError) as err:
+            await model.generate("Question? A. x B. y")
+        assert server.stats.authorization == [f"Bearer {SECRET}"]  # the key was sent, and echoed
+    assert SECRET not in str(err.value) and SECRET not in repr(err.value.body) and "[redacted]" in str(err.value)
+
+
+async def test_provider_replies_carrying_an_error_are_redacted_too() -> None:
+    """A provider may return its error (an exception, or a reply with ``error`` set) with the raw exchange
+    instead of raising: Inspect logs both, so both are redacted; a good reply is returned untouched."""
+    from types import SimpleNamespace
+
+    from inspect_ai.model import ModelCall, ModelOutput
+
+    from medfuzz.adapters.inspect_model import redact_provider_errors
+
+    replies = [(ModelOutput(model="m", error=f"rejected key {SECRET}"), ModelCall(request={"model": "m"},
+                response={"error": {"message": f"key {SECRET}"}})), (_echoed_401(SECRET), None),
+               ModelOutput.from_content("m", f"text that happens to hold {SECRET}")]
+
+    async def generate(**kwargs: object) -> object:
+        return replies.pop(0)
+
+    model = redact_provider_errors(SimpleNamespace(api=SimpleNamespace(api_key=SECRET, generate=generate)))
+    output, call = await model.api.generate(input=[])
+    assert output.error == "rejected key [redacted]" and call.response == {"error": {"message": "key [redacted]"}}
+    error, _ = await model.api.generate(input=[])
+    assert SECRET not in str(error) and error.status_code == 401
+    assert SECRET in (await model.api.generate(input=[])).completion  # a reply is the model's, not redacted
 
 
 def test_describe_names_the_root_cause_once_and_only_when_it_differs() -> None:

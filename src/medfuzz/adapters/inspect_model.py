@@ -31,7 +31,7 @@ from inspect_ai.model._generate_config import active_generate_config  # not re-e
 from inspect_ai.util import LimitExceededError
 
 from medfuzz.models import call_cache
-from medfuzz.models.failures import cap_reply, config_failure, describe
+from medfuzz.models.failures import cap_reply, config_failure, describe, redact, redact_exception, redact_value
 from medfuzz.models.logprobs import TokenLogprob, extract_letter_logprobs
 from medfuzz.models.openai_compat import TOP_LOGPROBS
 from medfuzz.models.protocol import ChatMessage, Generation, TokenUsage
@@ -66,6 +66,44 @@ def call_config(model: Model, max_tokens: int, temperature: float | None, seed: 
     return GenerateConfig(**fields)
 
 
+REDACTING = "_medfuzz_redacts_errors"  # marks a provider whose errors are already redacted
+
+
+def redact_provider_errors(model: Model) -> Model:
+    """``model`` with its provider's errors redacted of the API key where the provider raises them (once per
+    provider instance). Inspect writes a provider exception's text to its trace log, the model event and the
+    sample or eval error inside ``Model.generate``, before a solver or this adapter can catch it; a provider
+    that echoes the key in a 401 body would otherwise put it into every ``.eval`` and the trace log. Inspect
+    calls ``model.api.generate``, so the key is taken out there (``redact_exception``: in place, keeping the
+    type and status code Inspect's retry logic and ``config_failure`` read). Inspect has no hook for this."""
+    api = model.api
+    if getattr(api, REDACTING, False):
+        return model
+    secrets = (getattr(api, "api_key", None),)
+    provider_generate = api.generate
+
+    async def generate(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = await provider_generate(*args, **kwargs)
+        except Exception as err:
+            redact_exception(err, secrets)
+            raise
+        output, call = result if isinstance(result, tuple) else (result, None)
+        if isinstance(output, BaseException):  # a provider may return its error (Inspect then raises it)
+            redact_exception(output, secrets)
+        elif isinstance(getattr(output, "error", None), str):  # or a reply whose error Inspect logs
+            output.error = redact(output.error, secrets)
+        else:
+            return result
+        if call is not None:  # the raw exchange Inspect logs with the failed call's event
+            call.response = redact_value(call.response, secrets)
+        return result
+
+    setattr(api, "generate", generate)  # noqa: B010 - an instance attribute shadows the method Inspect calls
+    setattr(api, REDACTING, True)
+    return model
+
+
 _MESSAGE_TYPES: dict[str, Any] = {
     "system": ChatMessageSystem,
     "user": ChatMessageUser,
@@ -75,7 +113,7 @@ _MESSAGE_TYPES: dict[str, Any] = {
 
 class InspectChatModel:
     def __init__(self, model: Model, letter_position: str = "first") -> None:
-        self._model = model
+        self._model = redact_provider_errors(model)
         self.name = str(model)
         self.letter_position = letter_position
 

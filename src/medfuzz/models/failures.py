@@ -16,7 +16,12 @@ Replies are stored capped (``cap_reply``) so one runaway reply cannot blow up lo
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import socket
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from medfuzz.errors import MedfuzzError
 
@@ -52,6 +57,86 @@ def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "[redacted]")
     return text
+
+
+# a name whose value is a secret: one of these parts (split at "_" and "-"), or one of the token names; a name
+# ending in "_env" holds the *name* of a variable (api_key_env), not its value
+SECRET_PARTS = frozenset({"key", "apikey", "secret", "password", "passwd", "credential", "credentials",
+                          "authorization", "bearer", "header", "headers", "cookie"})
+SECRET_TOKENS = frozenset({"token", "auth_token", "access_token", "api_token", "hf_token", "bearer_token",
+                           "session_token", "refresh_token", "id_token"})
+MIN_SECRET_CHARS = 8  # shorter values ("1", "none") would redact ordinary text
+
+
+def secret_name(name: str) -> bool:
+    """Whether an option or environment variable of this name carries a secret (a key, token, password or auth
+    header): ``api_key``, ``OPENAI_API_KEY``, ``auth_token``, ``HF_TOKEN``, ``header``; not ``api_key_env``,
+    ``add_bos_token`` or ``tokenizer``."""
+    lowered = name.lower().replace("-", "_")
+    if lowered.endswith("_env"):
+        return False
+    parts = lowered.split("_")
+    return lowered in SECRET_TOKENS or "_".join(parts[-2:]) in SECRET_TOKENS or bool(SECRET_PARTS & set(parts))
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The values of the environment variables whose names say they are secrets (``OPENAI_API_KEY``, ...)."""
+    environ = os.environ if environ is None else environ
+    return tuple(sorted({value for name, value in environ.items()
+                         if secret_name(name) and len(value) >= MIN_SECRET_CHARS}))
+
+
+def redact_log_records(secrets: Iterable[str]) -> None:
+    """Redact ``secrets`` from every log record this process creates from now on (message and traceback), at
+    creation, so every handler (console, files a harness adds later) gets the redacted text. For a harness whose
+    own logs may carry a key: lm-eval logs the raw body of a failed API request ("Response text: ...") and
+    its model arguments, before any medfuzz hook runs."""
+    kept = tuple(s for s in secrets if s and len(s) >= MIN_SECRET_CHARS)
+    if not kept:
+        return
+    make: Callable[..., logging.LogRecord] = logging.getLogRecordFactory()
+
+    def redacted(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        message = record.getMessage()
+        if any(secret in message for secret in kept):
+            record.msg, record.args = redact(message, kept), ()
+        if record.exc_info and record.exc_info[1] is not None:
+            redact_exception(record.exc_info[1], kept)
+        return record
+
+    logging.setLogRecordFactory(redacted)
+
+
+def redact_value(value: Any, secrets: tuple[str | None, ...]) -> Any:
+    """``value`` with every string inside it (dicts, lists, tuples: a provider's JSON error body) redacted."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {key: redact_value(item, secrets) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact_value(item, secrets) for item in value)
+    return value
+
+
+def redact_exception(err: BaseException, secrets: tuple[str | None, ...]) -> BaseException:
+    """``err`` and every exception in its chain of causes, redacted *in place* (so a re-raise keeps its type,
+    status code and traceback for the harness's retry and failure logic): the message arguments, and the
+    ``message`` / ``body`` attributes the openai SDK's errors carry (``str(err)`` is built from the arguments;
+    Inspect records ``err.message``). A provider that echoes the API key in an error body (some do on 401) then
+    puts it into no log: the harness writes the exception text to its trace log, the model event and the sample
+    error before any code of ours sees it, so this must run where the provider raises."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.args = redact_value(current.args, secrets)
+        for name in ("message", "body"):
+            if isinstance(getattr(current, name, None), str | dict | list):
+                with contextlib.suppress(AttributeError):  # read-only: its text comes from what we redacted
+                    setattr(current, name, redact_value(getattr(current, name), secrets))
+        current = _cause(current)
+    return err
 
 
 def describe(err: BaseException, secrets: tuple[str | None, ...] = ()) -> str:

@@ -7,6 +7,7 @@ MedGuard), the same as the attack engines follow (``medfuzz.models.failures``, d
   with back-off); after that the sample is an *LLM error* (reason in ``state.metadata["llm_error"]``), never
   an exception that fails the run and never an answer scored as wrong;
 - a configuration failure (401/403/404) is re-raised as ``ModelConfigError``: the run stops with that reason;
+- the provider's errors are redacted of the API key before Inspect logs them (``redact_provider_errors``);
 - the metrics report accuracy over the answered samples plus the LLM-error count and rate.
 """
 
@@ -34,6 +35,7 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.util import LimitExceededError
 
+from medfuzz.adapters.inspect_model import redact_provider_errors
 from medfuzz.models.failures import config_failure, describe
 
 LLM_ERROR = "llm_error"  # state.metadata / score.metadata key holding the reason
@@ -69,6 +71,7 @@ def answer_or_llm_error(inner: Solver, retries: int | None = None, backoff: floa
     content-filter stop is the model's answer (MedGuard scores refusals as such) rather than a retry."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
+        redact_provider_errors(get_model())  # the model generate() calls: no API key in any error it logs
         tries = 1 + (RETRIES if retries is None else retries)
         wait = BACKOFF if backoff is None else backoff
 

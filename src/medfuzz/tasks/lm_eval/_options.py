@@ -12,8 +12,16 @@ goes in ``ignore_options`` (comma list). Everything else stops the run before an
 ``ConfigError`` that names every unknown option and the closest known name.
 
 Each family lists the names it uses (``KNOWN``) and the names it refuses with a reason (``REFUSED``: a
-parameter that exists in Inspect but has no effect here, or a secret that lm-eval would write into its results
-file). The method parameters themselves come from the config dataclasses (``dataclasses.fields``), so a new
+parameter that exists in Inspect but has no effect here).
+
+Secrets are refused by every hook, in ``--metadata`` and ``--model_args`` alike (``secret_name``: ``api_key``,
+``key``, ``auth_token``, ``token``, ``header``, ``password``, ...): ``simple_evaluate`` writes ``model_args``
+verbatim into ``results_*.json`` (``config.model_args``) and merges it with ``--metadata`` into every task's
+``metadata``, which is written there too, and no hook can redact what lm-eval writes. Nothing is lost by
+refusing: lm-eval's API models ignore an ``api_key`` argument (``local-completions``, ``local-chat-completions``
+and ``openai-*`` read ``OPENAI_API_KEY``) and medfuzz's attack path reads the variable named by ``api_key_env``.
+
+The method parameters themselves come from the config dataclasses (``dataclasses.fields``), so a new
 ``MedFuzzConfig`` field is known here without an edit.
 """
 
@@ -21,20 +29,59 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
+import json
+import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
+from medfuzz.models.failures import secret_name
 from medfuzz.options import ConfigError
 
 LM_EVAL_KEYS = frozenset({"version", "config_source"})  # what lm-eval itself puts into a task's metadata
 IGNORE = "ignore_options"
 BENCHMARKS = ("medqa", "medmcqa")
 
-API_KEY_REASON = ("would be written into lm-eval's results file (lm-eval stores --metadata and --model_args "
-                  "verbatim); put the key in an environment variable and pass its name as 'api_key_env' "
-                  "(default OPENAI_API_KEY)")
+SECRET_REASON = ("a secret, refused: lm-eval writes --model_args and --metadata verbatim into results_*.json "
+                 "(config.model_args and every task's metadata). Set the key in an environment variable "
+                 "instead: OPENAI_API_KEY for local-completions, local-chat-completions and openai-* (lm-eval's "
+                 "API models read it and ignore an api_key argument), HF_TOKEN for Hugging Face; medfuzz's "
+                 "attack path reads the variable named by api_key_env (default OPENAI_API_KEY). A tokenizer "
+                 "endpoint that needs auth_token: use tokenizer_backend=huggingface with a local tokenizer")
+
+
+def refuse_secret_model_args(model_args: str | Mapping[str, Any], where: str = "--model_args") -> None:
+    """Stop with the hooks' refusal before anything runs when lm-eval model arguments name a secret (for a
+    command that builds an lm-eval run, e.g. ``medfuzz run --lm-eval MODEL:ARGS``, so it fails at start-up
+    rather than after the Inspect half); the value is never shown."""
+    names = [str(k) for k in model_args] if isinstance(model_args, Mapping) else \
+        [part.split("=", 1)[0].strip() for part in model_args.split(",") if "=" in part]
+    secrets = [name for name in names if secret_option(name)]
+    if secrets:
+        raise ConfigError(f"{where}: " + "; ".join(f"{name}: {SECRET_REASON}" for name in secrets))
+
+
+def command_line_secrets(argv: Sequence[str]) -> list[str]:
+    """The values of secret-named entries in an lm-eval command line's ``--model_args`` (``k=v,...`` or JSON)
+    and ``--metadata`` (JSON), and of the variable an ``api_key_env`` names: lm-eval logs the arguments
+    ("Initializing ... with arguments") before a hook can refuse them, and a provider may echo the key in an
+    error body lm-eval logs, so the CLI redacts them from its logs (``models.failures.redact_log_records``)."""
+    found: list[str] = []
+    argv = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--") and "=" in arg else [arg])]
+    for flag, value in itertools.pairwise(argv):
+        if flag not in ("--model_args", "--metadata"):
+            continue
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
+        if isinstance(parsed, dict):
+            found += [str(v) for k, v in parsed.items() if secret_option(str(k)) and v not in (None, "")]
+            found += [os.environ[str(v)] for k, v in parsed.items()
+                      if _split(str(k))[1] == "api_key_env" and os.environ.get(str(v))]
+    return found
 
 
 def _fields(cls: type) -> list[str]:
@@ -77,7 +124,7 @@ def families() -> dict[str, tuple[frozenset[str], dict[str, str]]]:
     return {
         "clean": (frozenset(data), {}),
         "tces": (tces, tces_refused),
-        "medfuzz": (medfuzz, {"api_key": API_KEY_REASON}),
+        "medfuzz": (medfuzz, {}),
         "medguard": (medguard, medguard_refused),
     }
 
@@ -134,6 +181,11 @@ def _parse_model_args(model_args: Any) -> Iterable[str]:
     return []
 
 
+def secret_option(name: str) -> bool:
+    """Whether an option carries a secret, as named or after its family/benchmark prefix (``medfuzz_token``)."""
+    return secret_name(name) or secret_name(_split(name)[1])
+
+
 def _split(name: str) -> tuple[str | None, str]:
     """(prefix, rest) for ``<family or benchmark>_<rest>``, else (None, name)."""
     for prefix in (*families(), *BENCHMARKS):
@@ -166,6 +218,9 @@ def read_options(raw: Mapping[str, Any], family: str, *, task: str, benchmark: s
     by_benchmark: dict[str, Any] = {}
     by_family: dict[str, Any] = {}
     for name, value in raw.items():
+        if secret_option(name):  # from --model_args and in ignore_options too: lm-eval writes them
+            reasons.append(f"{name}: {SECRET_REASON}")
+            continue
         if name in LM_EVAL_KEYS or name == IGNORE or name in ignored or name in model_args:
             continue
         prefix, rest = _split(name)
