@@ -74,7 +74,7 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
     import contextlib
 
     from medfuzz.tasks import suite
-    from medfuzz.tasks.suite_progress import SuiteProgress
+    from medfuzz.tasks.suite_progress import SuiteProgress, run_methods
 
     started = time.monotonic()
     lm = suite.LmEvalPlan.parse(lm_eval, threads) if lm_eval else None
@@ -110,7 +110,8 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
                 models = [server.inspect_model]
                 print(f"embedded model serving at {server.base_url} (stopped when this run ends)", flush=True)
             progress = stack.enter_context(SuiteProgress(bound, show=plan.display == "none",
-                                                         several_models=len(models) > 1))
+                                                         several_models=len(models) > 1,
+                                                         methods=run_methods((run for run, _ in built), models)))
             progress.reusing(suite.samples_done_before(plan.out / "inspect", built, models))
             outcome = suite.run_suite(plan, built, models, progress)
             if any(entry.status == "cancelled" for entry in outcome.logs.values()):

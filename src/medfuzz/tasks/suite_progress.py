@@ -1,39 +1,94 @@
 """The suite's progress line: model calls done against the bound, and an ETA over the whole suite.
 
 Inspect's hooks (``inspect_ai.hooks``) report every model call (``on_model_usage``; cache hits come through
-``on_model_cache_usage`` and are not paid for) and every finished sample. The ETA estimates the calls still to
-come per run from that run's own calls per finished sample (the bound per sample until one has finished: attacks
-stop early, so the bound overstates), and divides by the suite's call rate so far. Drawn with tqdm on a
-terminal; elsewhere (CI, a log file) one plain line a minute.
-The hook is registered once per process and only active while a ``SuiteProgress`` is (``enabled()``).
+``on_model_cache_usage`` and are not paid for), every started and every finished sample. The ETA:
+
+- **calls still to come**, per run, from the calls per sample actually observed: the calls a run paid so far over
+  the samples' worth of work they bought (finished samples whole, samples in flight half: in a run with steady
+  concurrency a sample in flight is on average half done), times the samples' worth left. A run with no finished
+  sample takes the share of its bound that the finished runs of the same method used (the TCES settings, or one
+  method over several models); only a method with no finished sample anywhere falls back to the bound, which
+  overstates (MedFuzz stops at the first successful attack and uses about a tenth of its bound);
+- **time**: those calls at the call rate observed since the first task started (the build and the embedded
+  server's start are not model time), or, when longer, a running run's calls still expected spread over the
+  samples it runs at once, at the mean call duration (the last runs' samples set the pace at the end).
+
+Measured on recorded event sequences (``tests/suite_events.py``; ``bench/eta_accuracy.py`` prints before/after):
+within 2× of the real time left from 25 % of the calls on wherever every method has finished a sample by then;
+a method that has not is estimated at its bound (``suite_events.HARD`` lists the cases and their errors).
+Drawn with tqdm on a terminal; elsewhere (CI, a log file) one
+plain line a minute. The hook is registered once per process and only active while a ``SuiteProgress`` is
+(``enabled()``).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inspect_ai.hooks import Hooks, ModelUsageData, SampleEnd, TaskStart, hooks
+from inspect_ai.hooks import Hooks, ModelUsageData, SampleEnd, SampleStart, TaskStart, hooks
 
-from medfuzz.tasks.suite import SUITE_KEY, Bound, run_key
+from medfuzz.tasks.suite import SUITE_KEY, Bound, SuiteRun, run_key
 
 _active: SuiteProgress | None = None
+
+
+# A sample in flight counts as this share of a finished one: with steady concurrency the samples in flight are
+# on average half way through their calls. Without it the calls of the samples in flight are charged to the
+# finished ones alone, and early in a run (many in flight, few finished) the calls per sample come out several
+# times too high.
+IN_FLIGHT_SHARE = 0.5
 
 
 @dataclass
 class _RunState:
     samples: int
     bound: int
+    method: str  # runs of one method share their observed use of the bound (``SuiteProgress.bound_used``)
     calls: int = 0
-    finished: int = 0  # samples finished by this invocation (their calls are ``calls``)
+    started: int = 0  # samples started by this invocation
+    finished: int = 0  # samples finished by this invocation (their calls, and those in flight, are ``calls``)
     reused: int = 0  # samples a resumed run had finished before (paid by an earlier invocation)
 
-    def remaining_calls(self) -> float:
-        left = max(0, self.samples - self.finished - self.reused)
-        per_sample = self.calls / self.finished if self.finished else self.bound / max(1, self.samples)
-        return left * per_sample
+    @property
+    def bound_per_sample(self) -> float:
+        return self.bound / max(1, self.samples)
+
+    most_in_flight: int = 0  # the most samples this run had in flight at once: its concurrency
+
+    @property
+    def in_flight(self) -> int:
+        return max(0, self.started - self.finished)
+
+    def work_done(self) -> float:
+        """Samples' worth of work the calls so far paid for."""
+        return self.finished + IN_FLIGHT_SHARE * self.in_flight
+
+    def work_left(self) -> float:
+        return max(0.0, self.samples - self.reused - self.work_done())
+
+    def bound_used(self) -> float | None:
+        """Calls paid over the bound of the work they bought; None before a sample has finished (samples in flight
+        alone are no guide: just started, they would be taken as half done after a call or two)."""
+        if not self.finished:
+            return None
+        return self.calls / (self.work_done() * self.bound_per_sample) if self.bound_per_sample else 0.0
+
+    def remaining_calls(self, pooled_use: float | None) -> float:
+        """The work left at this run's own observed use of the bound, else at its method's (``pooled_use``), else
+        at the bound itself."""
+        use = self.bound_used()
+        if use is None:
+            use = pooled_use if pooled_use is not None else 1.0
+        return self.work_left() * self.bound_per_sample * use
+
+
+def run_methods(runs: Iterable[SuiteRun], models: Sequence[str]) -> dict[str, str]:
+    """Run key (``suite.run_key``, as the bound is keyed) -> method, for ``SuiteProgress(methods=...)``."""
+    return {run_key(run.label, model, len(models) > 1): run.method for run in runs for model in models}
 
 
 @dataclass
@@ -43,10 +98,17 @@ class SuiteProgress:
     bound: Bound
     show: bool = True
     several_models: bool = False  # runs are keyed "label · model" (suite.run_key)
+    # run key -> method (``run_methods``): runs of one method pool their observed calls per sample. A run not
+    # named here is known by its Inspect task from its start on.
+    methods: dict[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic  # the recorded-sequence tests bring their own
     calls: int = 0
     cached: int = 0
     tokens: int = 0
-    started: float = field(default_factory=time.monotonic)
+    started: float = 0.0
+    first_task: float | None = None  # when the first task started: the origin of the call rate
+    timed_calls: int = 0  # calls that reported their duration, and the seconds they took
+    call_seconds: float = 0.0
     runs: dict[str, _RunState] = field(default_factory=dict)
     _eval_labels: dict[str, str] = field(default_factory=dict)
     _bar: Any = None
@@ -54,8 +116,10 @@ class SuiteProgress:
     line_interval: float = 60.0
 
     def __post_init__(self) -> None:
+        self.started = self.clock()
         for label, samples in self.bound.samples.items():
-            self.runs[label] = _RunState(samples, sum(self.bound.per_run[label].values()))
+            self.runs[label] = _RunState(samples, sum(self.bound.per_run[label].values()),
+                                         self.methods.get(label, label))
 
     def __enter__(self) -> SuiteProgress:
         global _active
@@ -85,23 +149,38 @@ class SuiteProgress:
                 self.runs[key].reused = min(count, self.runs[key].samples)
         self._refresh()
 
-    def task_started(self, eval_id: str, label: str | None, samples: int, model: str = "") -> None:
+    def task_started(self, eval_id: str, label: str | None, samples: int, model: str = "", task: str = "") -> None:
         if label is not None:
             label = run_key(label, model, self.several_models)
         if label is None or label not in self.runs:
             return
+        if self.first_task is None:
+            self.first_task = self.clock()
         self._eval_labels[eval_id] = label
         state = self.runs[label]
+        if task and label not in self.methods:  # runs of one Inspect task are runs of one method
+            state.method = task
         if samples and samples < state.samples:  # a start that lists only the samples left to run
             state.reused = max(state.reused, state.samples - samples)
         self._refresh()
 
-    def model_call(self, eval_id: str | None, tokens: int) -> None:
+    def model_call(self, eval_id: str | None, tokens: int, seconds: float | None = None) -> None:
         self.calls += 1
         self.tokens += tokens
+        if seconds is not None and seconds >= 0:
+            self.timed_calls += 1
+            self.call_seconds += seconds
         label = self._eval_labels.get(eval_id or "")
         if label:
             self.runs[label].calls += 1
+        self._refresh()
+
+    def sample_started(self, eval_id: str) -> None:
+        label = self._eval_labels.get(eval_id)
+        if label:
+            state = self.runs[label]
+            state.started += 1
+            state.most_in_flight = max(state.most_in_flight, state.in_flight)
         self._refresh()
 
     def sample_finished(self, eval_id: str) -> None:
@@ -111,9 +190,44 @@ class SuiteProgress:
         self._refresh()
 
     # -- estimate
+    def pooled_use(self) -> dict[str, float]:
+        """Per method, the share of the bound its runs with a finished sample used: their calls over the bound of
+        the work those calls bought (runs of different bounds per sample weigh by their bound)."""
+        calls: dict[str, float] = {}
+        bounds: dict[str, float] = {}
+        for state in self.runs.values():
+            if state.finished:
+                calls[state.method] = calls.get(state.method, 0.0) + state.calls
+                bounds[state.method] = bounds.get(state.method, 0.0) + state.work_done() * state.bound_per_sample
+        return {method: calls[method] / bounds[method] for method in calls if bounds[method]}
+
     def estimated_total(self) -> float:
         """Calls made so far plus the calls the unfinished samples are expected to make."""
-        return self.calls + sum(state.remaining_calls() for state in self.runs.values())
+        pooled = self.pooled_use()
+        return self.calls + sum(state.remaining_calls(pooled.get(state.method)) for state in self.runs.values())
+
+    def eta_seconds(self) -> float:
+        """The longer of two lower bounds on the time left (NaN before the first call):
+
+        - the suite's: the calls still expected at the call rate since the first task started;
+        - each running run's: a sample's calls follow one another, so a run's calls still expected, spread over
+          the samples it runs at once (at most those it has left), take that many mean call durations. When
+          most runs have ended, the last ones' samples, not the endpoint, set the pace (the suite's rate,
+          measured while every run was going, would then be several times too fast).
+        """
+        origin = self.first_task if self.first_task is not None else self.started
+        spent = self.clock() - origin
+        if not self.calls or spent <= 0:
+            return float("nan")
+        pooled = self.pooled_use()
+        suite = (self.estimated_total() - self.calls) * spent / self.calls
+        if not self.timed_calls:
+            return suite
+        per_call = self.call_seconds / self.timed_calls
+        runs = [state.remaining_calls(pooled.get(state.method)) * per_call
+                / max(1, min(state.most_in_flight, state.samples - state.reused - state.finished))
+                for state in self.runs.values() if state.started]
+        return max([suite, *runs])
 
     def samples_done(self) -> tuple[int, int]:
         return (sum(min(s.finished + s.reused, s.samples) for s in self.runs.values()),
@@ -121,9 +235,9 @@ class SuiteProgress:
 
     def status_text(self) -> str:
         done, total = self.samples_done()
-        elapsed = time.monotonic() - self.started
+        elapsed = self.clock() - self.started
         expected = self.estimated_total()
-        eta = elapsed * (expected - self.calls) / self.calls if self.calls else float("nan")
+        eta = self.eta_seconds()
         from medfuzz.tasks.suite import eta_text
 
         return (f"medfuzz run: {self.calls:,} calls (bound {self.bound.total:,}; expected ~{round(expected):,}) · "
@@ -131,8 +245,8 @@ class SuiteProgress:
 
     def _refresh(self) -> None:
         if self._bar is None:
-            if self.show and time.monotonic() - self._last_line >= self.line_interval:
-                self._last_line = time.monotonic()
+            if self.show and self.clock() - self._last_line >= self.line_interval:
+                self._last_line = self.clock()
                 print(self.status_text(), file=sys.stderr, flush=True)
             return
         done, total = self.samples_done()
@@ -152,11 +266,16 @@ class SuiteProgressHooks(Hooks):
         if _active is not None:
             ids = data.spec.dataset.sample_ids
             samples = len(ids) if ids is not None else (data.spec.dataset.samples or 0)
-            _active.task_started(data.eval_id, (data.spec.metadata or {}).get(SUITE_KEY), samples, data.spec.model)
+            _active.task_started(data.eval_id, (data.spec.metadata or {}).get(SUITE_KEY), samples, data.spec.model,
+                                 data.spec.task)
+
+    async def on_sample_start(self, data: SampleStart) -> None:
+        if _active is not None:
+            _active.sample_started(data.eval_id)
 
     async def on_model_usage(self, data: ModelUsageData) -> None:
         if _active is not None:
-            _active.model_call(data.eval_id, data.usage.total_tokens)
+            _active.model_call(data.eval_id, data.usage.total_tokens, data.call_duration)
 
     async def on_sample_end(self, data: SampleEnd) -> None:
         if _active is not None:

@@ -1,0 +1,57 @@
+"""The suite's ETA on recorded event sequences (``tests/suite_events.py``): within 2× of the real time left from
+25 % of the calls on, with samples that use a tenth of their bound, runs of one method that start later, and
+concurrency. Deterministic: the sequences carry their own clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests import suite_events
+
+
+def progress_for(sequence: suite_events.Sequence) -> Callable[[Callable[[], float]], object]:
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    bound = Bound({r.key: {"target": r.samples * r.bound_per_sample} for r in sequence.runs},
+                  {r.key: r.samples for r in sequence.runs})
+    methods = {r.key: r.method for r in sequence.runs}
+    return lambda clock: SuiteProgress(bound, show=False, methods=methods, clock=clock)
+
+
+@pytest.mark.parametrize("name", list(suite_events.SUITES))
+def test_the_eta_is_within_twice_the_real_time_left_from_a_quarter_of_the_calls_on(name: str) -> None:
+    runs, max_tasks, max_samples = suite_events.SUITES[name]
+    for seed in range(3):
+        sequence = suite_events.record(runs, max_tasks, max_samples, seed=seed)
+        for share, eta, truth in suite_events.replay(sequence, progress_for(sequence)):
+            assert truth / 2 <= eta <= 2 * truth, (name, seed, share, eta, truth)
+
+
+def test_the_expected_calls_count_in_flight_samples_half_and_pool_a_methods_runs() -> None:
+    """Counted by hand: run a (bound 100 a sample, 4 samples) with 1 finished and 2 in flight after 10 calls has
+    done 1 + 2/2 = 2 samples' worth at 5 calls each (a twentieth of its bound); b (same method, not started, 10
+    samples of bound 10) takes that share: 10 x 10 x 1/20 = 5 calls; c (another method) keeps its bound."""
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    now = [0.0]
+    bound = Bound({"a": {"target": 400}, "b": {"target": 100}, "c": {"target": 7}}, {"a": 4, "b": 10, "c": 7})
+    progress = SuiteProgress(bound, show=False, methods={"a": "medfuzz", "b": "medfuzz", "c": "medguard"},
+                             clock=lambda: now[0])
+    assert progress.estimated_total() == 507  # nothing finished: the bounds
+    now[0] = 2.0
+    progress.task_started("e1", "a", 4)
+    for _ in range(3):
+        progress.sample_started("e1")
+    for _ in range(10):
+        progress.model_call("e1", tokens=1)
+    progress.sample_finished("e1")
+    assert progress.pooled_use() == {"medfuzz": 10 / (2 * 100)}
+    # a: 2 samples' worth left at 5 calls = 10; b: 5; c: 7
+    assert progress.estimated_total() == 10 + 10 + 5 + 7
+    now[0] = 12.0  # 10 calls in the 10 s since the first task started: 22 calls to come take 22 s
+    assert progress.eta_seconds() == pytest.approx(22.0)
+    assert progress.samples_done() == (1, 21)
