@@ -134,7 +134,8 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
             if fuzzed_path is not None and not _has_fuzzed(fuzzed_path, ATTACKED):
                 fuzzed_path = None
             out_lm = suite.run_lm_eval(plan, lm, fuzzed_path, plan.out / "lm-eval.out",
-                                       {**suite.LEVELS[plan.level].lm_eval, **(lm_eval_limits or {})})
+                                       {**suite.LEVELS[plan.level].lm_eval, **(lm_eval_limits or {})},
+                                       model_label=models[0])
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (turned into this); the server is stopped
         print(f"\n[{time.monotonic() - started:6.1f}s] interrupted; finished logs in {plan.out}. Run the same "
               "command again to finish: finished runs, samples and model calls are not paid again.", flush=True)

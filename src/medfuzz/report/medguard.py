@@ -127,11 +127,9 @@ def _lm_eval_run(path: Path) -> tuple[str, str, list[ItemResult]] | None:
             strategy = json.loads(first)["doc"].get("strategy", strategy) if first else strategy
     if not results:
         return None
-    config = data.get("config") or {}
-    model = str(config.get("model") or data.get("model_name") or "lm-eval")
-    named = re.search(r"(?:^|,)(?:pretrained|model)=([^,]+)", str(config.get("model_args") or ""))
-    name = f"{model}:{named.group(1)}" if named else model
-    return name, str(strategy), results
+    from medfuzz.report.runs import lm_eval_model_name
+
+    return lm_eval_model_name(data), str(strategy), results
 
 
 # ------------------------------------------------------------------------------------------- compare
