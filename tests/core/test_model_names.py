@@ -108,6 +108,9 @@ def test_both_harnesses_on_one_card_and_a_model_index_the_hub_reads_as_one_model
     assert {(r.metric_name.split(": ")[0], r.metric_type, r.metric_value) for r in parsed} == _numbers(card)
     assert ("baseline_acc", accuracy.value) in {(r.metric_type, round(r.metric_value, 4)) for r in parsed}
     assert {r.dataset_type for r in parsed} == {"GBaker/MedQA-USMLE-4-options", "ncbi-nlp/MedGuard"}
+    # the Hub files results under (task type, dataset): each number stays under its own harness's heading
+    harness = {r.title: r.harness for r in card.results}
+    assert all(r.task_name.endswith(f"({harness[r.metric_name.split(': ')[0]]})") for r in parsed)
     assert all(r.dataset_name and not r.dataset_name.startswith(("tces_", "medfuzz_")) for r in parsed)
 
 
@@ -127,3 +130,24 @@ def test_a_served_model_name_joins_its_inspect_model_and_nothing_is_merged_on_a_
     names = [p.name for p in overview.write_files(cards, tmp_path)]
     assert names == ["summary.json", "model-index.yaml", f"model-index.{INSPECT_MODEL.replace('/', '_')}.yaml",
                      "model-index.other.yaml"]
+
+
+def test_medfuzz_run_passes_its_model_to_the_lm_eval_half(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lm-eval command ``medfuzz run`` starts carries the Inspect model as ``medfuzz_model`` in --metadata."""
+    import subprocess
+
+    from medfuzz.tasks.suite import LmEvalPlan, SuitePlan, run_lm_eval
+
+    commands: list[list[str]] = []
+
+    def fake_run(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    plan = SuitePlan(model="openai-api/vllm/org/m", out=tmp_path, data="demo", methods=("baseline",))
+    run_lm_eval(plan, LmEvalPlan("local-completions", "model=org/m"), None, tmp_path / "lm-eval.out",
+                model_label="openai-api/vllm/org/m")
+    [command] = commands
+    metadata = json.loads(command[command.index("--metadata") + 1])
+    assert metadata["medfuzz_model"] == "openai-api/vllm/org/m"

@@ -266,7 +266,7 @@ def test_summary_json_and_model_index_hold_the_page_numbers(report: Path) -> Non
         assert {"type": "tces_asr", "value": 0.5, "name": f"TCES · drugs · {sampler} · B=3: attack success rate "
                 "within the query budget (ASR@B)"} in [m for r in tces for m in r["metrics"]]
     tces = tces[0]
-    assert tces["task"]["type"] == "tces"
+    assert tces["task"]["type"] == "tces-inspect"
     assert tces["dataset"] == {"type": "GBaker/MedQA-USMLE-4-options", "name": "MedQA-USMLE (4 options)"}
     # several models: one file per model besides, each read by Hugging Face's parser as that one model with
     # every number of its entry

@@ -453,9 +453,15 @@ def summary(cards: list[ModelCard]) -> dict[str, Any]:
             "harness_notes": harness_notes(cards)}
 
 
+def task_type(result: MethodResult) -> str:
+    """The method and harness (``medfuzz-inspect``, ``medfuzz-lm-eval``): the Hub's reader files results under
+    (task type, dataset), so one type for both harnesses would put lm-eval's numbers under Inspect's heading."""
+    return f"{result.method}-{result.harness.lower()}"
+
+
 def model_index(cards: list[ModelCard]) -> list[dict[str, Any]]:
-    """Hugging Face model-card ``model-index`` entries: one per model, one result per run (task: the method and
-    harness; dataset: ``hub_dataset``), its metrics as ``{type, value, name}`` (type: the metric id; name: the
+    """Hugging Face model-card ``model-index`` entries: one per model, one result per run (task: ``task_type``;
+    dataset: ``hub_dataset``), its metrics as ``{type, value, name}`` (type: the metric id; name: the
     run and its label, so that two runs of one method stay apart in the Hub's flat list; NaN values left out)."""
     entries = []
     for card in cards:
@@ -464,7 +470,7 @@ def model_index(cards: list[ModelCard]) -> list[dict[str, Any]]:
             metrics = [{"type": n.metric, "value": round(n.value, 4), "name": f"{r.title}: {label(n.metric)}"}
                        for n in r.numbers if n.text is None and not math.isnan(n.value)]
             if metrics:
-                results.append({"task": {"type": r.method, "name": f"{TASK_NAMES[r.method]} ({r.harness})"},
+                results.append({"task": {"type": task_type(r), "name": f"{TASK_NAMES[r.method]} ({r.harness})"},
                                 "dataset": hub_dataset(r), "metrics": metrics})
         if results:
             entries.append({"name": card.model, "results": results})
