@@ -55,3 +55,23 @@ def test_the_expected_calls_count_in_flight_samples_half_and_pool_a_methods_runs
     now[0] = 12.0  # 10 calls in the 10 s since the first task started: 22 calls to come take 22 s
     assert progress.eta_seconds() == pytest.approx(22.0)
     assert progress.samples_done() == (1, 21)
+
+
+def test_the_call_rate_is_the_later_half_of_the_time_since_the_first_task() -> None:
+    """10 calls at 1 a second, then 40 at 4 a second: at t = 20 the later half [10, 20] holds the call at 10 and
+    the 40 fast ones, 41 calls in 10 s (the whole run's 50 / 20 = 2.5 a second would be the slow start's pace);
+    with fewer than 20 calls in that half, the whole time since the first task."""
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    now = [0.0]
+    progress = SuiteProgress(Bound({"a": {"target": 100}}, {"a": 10}), show=False, clock=lambda: now[0])
+    progress.task_started("e", "a", 10)
+    for second in range(1, 11):
+        now[0] = float(second)
+        progress.model_call("e", tokens=1)
+    assert progress.call_rate() == pytest.approx(10 / 10)  # 6 calls in [5, 10]: too few, the whole 10 s
+    for quarter in range(1, 41):
+        now[0] = 10 + quarter / 4
+        progress.model_call("e", tokens=1)
+    assert progress.call_rate() == pytest.approx(41 / 10)

@@ -9,9 +9,10 @@ Inspect's hooks (``inspect_ai.hooks``) report every model call (``on_model_usage
   sample takes the share of its bound that the finished runs of the same method used (the TCES settings, or one
   method over several models); only a method with no finished sample anywhere falls back to the bound, which
   overstates (MedFuzz stops at the first successful attack and uses about a tenth of its bound);
-- **time**: those calls at the call rate observed since the first task started (the build and the embedded
-  server's start are not model time), or, when longer, a running run's calls still expected spread over the
-  samples it runs at once, at the mean call duration (the last runs' samples set the pace at the end).
+- **time**: those calls at the recent call rate (over the later half of the time since the first task started:
+  the build, the embedded server's start and a run's slow first seconds are not its pace), or, when longer, a
+  running run's calls still expected spread over the samples it runs at once, at the mean call duration (the
+  last runs' samples set the pace at the end).
 
 Measured on recorded event sequences (``tests/suite_events.py``; ``bench/eta_accuracy.py`` prints before/after):
 within 2× of the real time left from 25 % of the calls on wherever every method has finished a sample by then;
@@ -23,6 +24,7 @@ plain line a minute. The hook is registered once per process and only active whi
 
 from __future__ import annotations
 
+import bisect
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -41,6 +43,7 @@ _active: SuiteProgress | None = None
 # finished ones alone, and early in a run (many in flight, few finished) the calls per sample come out several
 # times too high.
 IN_FLIGHT_SHARE = 0.5
+RATE_MIN_CALLS = 20  # the fewest calls a recent window needs to give the rate
 
 
 @dataclass
@@ -110,6 +113,7 @@ class SuiteProgress:
     timed_calls: int = 0  # calls that reported their duration, and the seconds they took
     call_seconds: float = 0.0
     runs: dict[str, _RunState] = field(default_factory=dict)
+    _call_times: list[float] = field(default_factory=list)  # when each call ended, in order (``call_rate``)
     _eval_labels: dict[str, str] = field(default_factory=dict)
     _bar: Any = None
     _last_line: float = 0.0
@@ -167,6 +171,7 @@ class SuiteProgress:
     def model_call(self, eval_id: str | None, tokens: int, seconds: float | None = None) -> None:
         self.calls += 1
         self.tokens += tokens
+        self._call_times.append(self.clock())
         if seconds is not None and seconds >= 0:
             self.timed_calls += 1
             self.call_seconds += seconds
@@ -209,18 +214,17 @@ class SuiteProgress:
     def eta_seconds(self) -> float:
         """The longer of two lower bounds on the time left (NaN before the first call):
 
-        - the suite's: the calls still expected at the call rate since the first task started;
+        - the suite's: the calls still expected at the recent call rate (``call_rate``);
         - each running run's: a sample's calls follow one another, so a run's calls still expected, spread over
           the samples it runs at once (at most those it has left), take that many mean call durations. When
           most runs have ended, the last ones' samples, not the endpoint, set the pace (the suite's rate,
           measured while every run was going, would then be several times too fast).
         """
-        origin = self.first_task if self.first_task is not None else self.started
-        spent = self.clock() - origin
-        if not self.calls or spent <= 0:
+        rate = self.call_rate()
+        if not rate:
             return float("nan")
         pooled = self.pooled_use()
-        suite = (self.estimated_total() - self.calls) * spent / self.calls
+        suite = (self.estimated_total() - self.calls) / rate
         if not self.timed_calls:
             return suite
         per_call = self.call_seconds / self.timed_calls
@@ -228,6 +232,21 @@ class SuiteProgress:
                 / max(1, min(state.most_in_flight, state.samples - state.reused - state.finished))
                 for state in self.runs.values() if state.started]
         return max([suite, *runs])
+
+    def call_rate(self) -> float:
+        """Calls per second over the later half of the time since the first task started (all of it while that
+        half holds fewer than ``RATE_MIN_CALLS``): a run's first seconds are slower than the rest (connections,
+        datasets, the first samples' set-up; on the planted server the first quarter of the calls took 60 % of
+        the time), so the rate since the start alone would stay too low for most of the run."""
+        now = self.clock()
+        origin = self.first_task if self.first_task is not None else self.started
+        if not self.calls or now <= origin:
+            return 0.0
+        window = (now - origin) / 2
+        recent = len(self._call_times) - bisect.bisect_left(self._call_times, now - window)
+        if recent >= RATE_MIN_CALLS:
+            return recent / window
+        return self.calls / (now - origin)
 
     def samples_done(self) -> tuple[int, int]:
         return (sum(min(s.finished + s.reused, s.samples) for s in self.runs.values()),
