@@ -34,7 +34,6 @@ class Event:
     time: float
     kind: str  # task_start | sample_start | call | sample_end
     run: str
-    seconds: float = 0.0  # a call's duration
 
 
 @dataclass
@@ -69,8 +68,7 @@ def record(runs: list[SimRun], max_tasks: int, max_samples: int, max_connections
             queued.append((key, left))
             return
         connections[0] += 1
-        seconds = rng.uniform(*latency)
-        heapq.heappush(queue, (now + seconds, next(order), "call", (key, left, seconds)))
+        heapq.heappush(queue, (now + rng.uniform(*latency), next(order), "call", (key, left)))
 
     def start_task(now: float) -> None:
         run = pending.pop(0)
@@ -89,8 +87,8 @@ def record(runs: list[SimRun], max_tasks: int, max_samples: int, max_connections
     for _ in range(min(max_tasks, len(pending))):
         start_task(0.0)
     while queue:
-        now, _, _, (key, left, seconds) = heapq.heappop(queue)
-        out.events.append(Event(now, "call", key, seconds))
+        now, _, _, (key, left) = heapq.heappop(queue)
+        out.events.append(Event(now, "call", key))
         connections[0] -= 1
         if queued:
             call(*queued.pop(0), now)
@@ -122,10 +120,7 @@ def replay(sequence: Sequence, progress_factory: Callable[[Callable[[], float]],
         elif event.kind == "sample_start" and hasattr(progress, "sample_started"):
             progress.sample_started(event.run)
         elif event.kind == "call":
-            if hasattr(progress, "eta_seconds"):
-                progress.model_call(event.run, tokens=1, seconds=event.seconds)
-            else:
-                progress.model_call(event.run, tokens=1)
+            progress.model_call(event.run, tokens=1)
             calls += 1
             while marks and calls >= marks[0] * total:
                 yield marks.pop(0), eta_of(progress, event.time), sequence.end - event.time

@@ -53,6 +53,9 @@ def test_the_expected_calls_count_in_flight_samples_half_and_pool_a_methods_runs
     # a: 2 samples' worth left at 5 calls = 10; b: 5; c: 7
     assert progress.estimated_total() == 10 + 10 + 5 + 7
     now[0] = 12.0  # 10 calls in the 10 s since the first task started: 22 calls to come take 22 s
+    # a's own pace: 1 call a second over its 2 samples in flight, times the 3 it ran at once (3 left): 1.5 a
+    # second, so its 10 calls take 6.7 s, less than the suite's 22 s
+    assert progress.runs["a"].pace(now[0]) == pytest.approx(1.5)
     assert progress.eta_seconds() == pytest.approx(22.0)
     assert progress.samples_done() == (1, 21)
 

@@ -11,14 +11,14 @@ Inspect's hooks (``inspect_ai.hooks``) report every model call (``on_model_usage
   overstates (MedFuzz stops at the first successful attack and uses about a tenth of its bound);
 - **time**: those calls at the recent call rate (over the later half of the time since the first task started:
   the build, the embedded server's start and a run's slow first seconds are not its pace), or, when longer, a
-  running run's calls still expected spread over the samples it runs at once, at the mean call duration (the
-  last runs' samples set the pace at the end).
+  running run's calls still expected at its own recent rate per sample in flight times the samples it will run
+  at once (the last runs' samples set the pace at the end).
 
 Measured on recorded event sequences (``tests/suite_events.py``; ``bench/eta_accuracy.py`` prints before/after):
 within 2× of the real time left from 25 % of the calls on wherever every method has finished a sample by then;
-a method that has not is estimated at its bound (``suite_events.HARD`` lists the cases and their errors).
-Drawn with tqdm on a terminal; elsewhere (CI, a log file) one
-plain line a minute. The hook is registered once per process and only active while a ``SuiteProgress`` is
+a method that has not is estimated at its bound (``suite_events.HARD`` lists the cases and their errors); and on
+a real run against the planted server (``bench/eta_planted.py``). Drawn with tqdm on a terminal; elsewhere (CI, a
+log file) one plain line a minute. The hook is registered once per process and only active while a ``SuiteProgress`` is
 (``enabled()``).
 """
 
@@ -61,6 +61,16 @@ class _RunState:
         return self.bound / max(1, self.samples)
 
     most_in_flight: int = 0  # the most samples this run had in flight at once: its concurrency
+    started_at: float | None = None  # when its task started
+    call_times: list[float] = field(default_factory=list)  # when each of its calls ended, in order
+
+    def pace(self, now: float) -> float:
+        """Calls a second this run can keep up: its recent rate (``recent_rate``) per sample in flight, times the
+        samples it will run at once (its concurrency, at most the samples it has left); 0 with none in flight."""
+        if not self.in_flight or self.started_at is None:
+            return 0.0
+        rate = recent_rate(self.call_times, self.started_at, now)
+        return rate / self.in_flight * max(1, min(self.most_in_flight, self.samples - self.reused - self.finished))
 
     @property
     def in_flight(self) -> int:
@@ -89,6 +99,18 @@ class _RunState:
         return self.work_left() * self.bound_per_sample * use
 
 
+def recent_rate(times: list[float], origin: float, now: float) -> float:
+    """Calls a second over the later half of the time since ``origin`` (all of it while that half holds fewer
+    than ``RATE_MIN_CALLS``; ``times``: when each call ended, in order): a run's first seconds are slower than the
+    rest (connections, datasets, the first samples' set-up; on the planted server the first quarter of the calls
+    took 60 % of the time), so the rate since the start alone would stay too low for most of the run."""
+    if not times or now <= origin:
+        return 0.0
+    window = (now - origin) / 2
+    recent = len(times) - bisect.bisect_left(times, now - window)
+    return recent / window if recent >= RATE_MIN_CALLS else len(times) / (now - origin)
+
+
 def run_methods(runs: Iterable[SuiteRun], models: Sequence[str]) -> dict[str, str]:
     """Run key (``suite.run_key``, as the bound is keyed) -> method, for ``SuiteProgress(methods=...)``."""
     return {run_key(run.label, model, len(models) > 1): run.method for run in runs for model in models}
@@ -110,8 +132,6 @@ class SuiteProgress:
     tokens: int = 0
     started: float = 0.0
     first_task: float | None = None  # when the first task started: the origin of the call rate
-    timed_calls: int = 0  # calls that reported their duration, and the seconds they took
-    call_seconds: float = 0.0
     runs: dict[str, _RunState] = field(default_factory=dict)
     _call_times: list[float] = field(default_factory=list)  # when each call ended, in order (``call_rate``)
     _eval_labels: dict[str, str] = field(default_factory=dict)
@@ -162,22 +182,22 @@ class SuiteProgress:
             self.first_task = self.clock()
         self._eval_labels[eval_id] = label
         state = self.runs[label]
+        if state.started_at is None:
+            state.started_at = self.clock()
         if task and label not in self.methods:  # runs of one Inspect task are runs of one method
             state.method = task
         if samples and samples < state.samples:  # a start that lists only the samples left to run
             state.reused = max(state.reused, state.samples - samples)
         self._refresh()
 
-    def model_call(self, eval_id: str | None, tokens: int, seconds: float | None = None) -> None:
+    def model_call(self, eval_id: str | None, tokens: int) -> None:
         self.calls += 1
         self.tokens += tokens
         self._call_times.append(self.clock())
-        if seconds is not None and seconds >= 0:
-            self.timed_calls += 1
-            self.call_seconds += seconds
         label = self._eval_labels.get(eval_id or "")
         if label:
             self.runs[label].calls += 1
+            self.runs[label].call_times.append(self._call_times[-1])
         self._refresh()
 
     def sample_started(self, eval_id: str) -> None:
@@ -215,38 +235,24 @@ class SuiteProgress:
         """The longer of two lower bounds on the time left (NaN before the first call):
 
         - the suite's: the calls still expected at the recent call rate (``call_rate``);
-        - each running run's: a sample's calls follow one another, so a run's calls still expected, spread over
-          the samples it runs at once (at most those it has left), take that many mean call durations. When
-          most runs have ended, the last ones' samples, not the endpoint, set the pace (the suite's rate,
-          measured while every run was going, would then be several times too fast).
+        - each running run's: its calls still expected at its own pace (``_RunState.pace``). When most runs have
+          ended, the last ones' samples, not the endpoint, set the pace (the suite's rate, measured while every
+          run was going, would then be several times too fast).
         """
         rate = self.call_rate()
         if not rate:
             return float("nan")
         pooled = self.pooled_use()
         suite = (self.estimated_total() - self.calls) / rate
-        if not self.timed_calls:
-            return suite
-        per_call = self.call_seconds / self.timed_calls
-        runs = [state.remaining_calls(pooled.get(state.method)) * per_call
-                / max(1, min(state.most_in_flight, state.samples - state.reused - state.finished))
-                for state in self.runs.values() if state.started]
+        # runs still at their bound are left out here: the bound over a run's pace would stretch an overestimate
+        runs = [state.remaining_calls(pooled.get(state.method)) / pace for state in self.runs.values()
+                if (state.finished or state.method in pooled) and (pace := state.pace(self.clock()))]
         return max([suite, *runs])
 
     def call_rate(self) -> float:
-        """Calls per second over the later half of the time since the first task started (all of it while that
-        half holds fewer than ``RATE_MIN_CALLS``): a run's first seconds are slower than the rest (connections,
-        datasets, the first samples' set-up; on the planted server the first quarter of the calls took 60 % of
-        the time), so the rate since the start alone would stay too low for most of the run."""
-        now = self.clock()
+        """The suite's calls a second (``recent_rate`` since the first task started)."""
         origin = self.first_task if self.first_task is not None else self.started
-        if not self.calls or now <= origin:
-            return 0.0
-        window = (now - origin) / 2
-        recent = len(self._call_times) - bisect.bisect_left(self._call_times, now - window)
-        if recent >= RATE_MIN_CALLS:
-            return recent / window
-        return self.calls / (now - origin)
+        return recent_rate(self._call_times, origin, self.clock())
 
     def samples_done(self) -> tuple[int, int]:
         return (sum(min(s.finished + s.reused, s.samples) for s in self.runs.values()),
@@ -294,7 +300,7 @@ class SuiteProgressHooks(Hooks):
 
     async def on_model_usage(self, data: ModelUsageData) -> None:
         if _active is not None:
-            _active.model_call(data.eval_id, data.usage.total_tokens, data.call_duration)
+            _active.model_call(data.eval_id, data.usage.total_tokens)
 
     async def on_sample_end(self, data: SampleEnd) -> None:
         if _active is not None:
