@@ -78,3 +78,17 @@ def test_the_call_rate_is_the_later_half_of_the_time_since_the_first_task() -> N
         now[0] = 10 + quarter / 4
         progress.model_call("e", tokens=1)
     assert progress.call_rate() == pytest.approx(41 / 10)
+
+
+def test_a_retried_run_forgets_the_samples_its_failed_attempt_had_in_flight() -> None:
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    progress = SuiteProgress(Bound({"a": {"target": 100}}, {"a": 10}), show=False, clock=lambda: 0.0)
+    progress.task_started("first", "a", 10)
+    for _ in range(4):
+        progress.sample_started("first")
+    progress.sample_finished("first")
+    assert progress.runs["a"].in_flight == 3
+    progress.task_started("retry", "a", 10)  # the attempt failed with 3 samples unfinished
+    assert progress.runs["a"].in_flight == 0 and progress.runs["a"].finished == 1

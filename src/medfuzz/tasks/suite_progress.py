@@ -180,8 +180,10 @@ class SuiteProgress:
             return
         if self.first_task is None:
             self.first_task = self.clock()
-        self._eval_labels[eval_id] = label
         state = self.runs[label]
+        if label in self._eval_labels.values():  # eval_set retrying the run: the samples in flight ended with it
+            state.started = state.finished
+        self._eval_labels[eval_id] = label
         if state.started_at is None:
             state.started_at = self.clock()
         if task and label not in self.methods:  # runs of one Inspect task are runs of one method
