@@ -92,3 +92,29 @@ def test_a_retried_run_forgets_the_samples_its_failed_attempt_had_in_flight() ->
     assert progress.runs["a"].in_flight == 3
     progress.task_started("retry", "a", 10)  # the attempt failed with 3 samples unfinished
     assert progress.runs["a"].in_flight == 0 and progress.runs["a"].finished == 1
+
+
+def test_the_terminal_bar_shows_this_eta_where_tqdm_would_show_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    from medfuzz.tasks.suite import Bound, eta_text
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    now = [0.0]
+    with SuiteProgress(Bound({"a": {"target": 400}}, {"a": 4}), clock=lambda: now[0]) as progress:
+        progress.task_started("e", "a", 4)
+        progress.sample_started("e")
+        for second in range(1, 11):
+            now[0] = float(second)
+            progress.model_call("e", tokens=1)
+        progress.sample_finished("e")  # 10 calls a sample at 1 a second: 30 calls, 30 s to come
+        assert progress.eta_seconds() == pytest.approx(30.0)
+        assert f"<{eta_text(30.0)}]" in progress._bar.bar_format
+    assert "calls [" in terminal.getvalue()

@@ -44,25 +44,25 @@ _active: SuiteProgress | None = None
 # times too high.
 IN_FLIGHT_SHARE = 0.5
 RATE_MIN_CALLS = 20  # the fewest calls a recent window needs to give the rate
+BAR_FORMAT = "{{desc}} {{percentage:3.0f}}%|{{bar}}| {{n_fmt}}/{{total_fmt}} calls [{{elapsed}}<{eta}] {{postfix}}"
 
 
 @dataclass
 class _RunState:
     samples: int
     bound: int
-    method: str  # runs of one method share their observed use of the bound (``SuiteProgress.bound_used``)
+    method: str  # runs of one method share their observed use of the bound (``SuiteProgress.pooled_use``)
     calls: int = 0
     started: int = 0  # samples started by this invocation
     finished: int = 0  # samples finished by this invocation (their calls, and those in flight, are ``calls``)
     reused: int = 0  # samples a resumed run had finished before (paid by an earlier invocation)
+    most_in_flight: int = 0  # the most samples this run had in flight at once: its concurrency
+    started_at: float | None = None  # when its task started
+    call_times: list[float] = field(default_factory=list)  # when each of its calls ended, in order
 
     @property
     def bound_per_sample(self) -> float:
         return self.bound / max(1, self.samples)
-
-    most_in_flight: int = 0  # the most samples this run had in flight at once: its concurrency
-    started_at: float | None = None  # when its task started
-    call_times: list[float] = field(default_factory=list)  # when each of its calls ended, in order
 
     def pace(self, now: float) -> float:
         """Calls a second this run can keep up: its recent rate (``recent_rate``) per sample in flight, times the
@@ -151,8 +151,7 @@ class SuiteProgress:
             from tqdm import tqdm
 
             self._bar = tqdm(total=self.bound.total, unit="call", dynamic_ncols=True, mininterval=1.0,
-                             bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} calls "
-                                        "[{elapsed}<{remaining}] {postfix}")
+                             bar_format=BAR_FORMAT.format(eta="?"))
             self._bar.set_description("medfuzz run")
         _active = self
         return self
@@ -281,6 +280,10 @@ class SuiteProgress:
         self._bar.n = self.calls
         self._bar.set_postfix_str(f"bound {self.bound.total:,} · samples {done}/{total} · tokens {self.tokens:,}",
                                   refresh=False)
+        from medfuzz.tasks.suite import eta_text
+
+        # this estimate in tqdm's place for {remaining} (tqdm's own divides the calls left by its smoothed rate)
+        self._bar.bar_format = BAR_FORMAT.format(eta=eta_text(self.eta_seconds()))
         self._bar.refresh()
 
 
