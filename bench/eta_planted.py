@@ -92,6 +92,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--level", default="quick")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--max-tasks", default=None, help="runs at a time (1: one after another, as embedded)")
     parser.add_argument("--base-url", default=None, help=argparse.SUPPRESS)  # one repetition, in its own process
     args = parser.parse_args()
     if args.base_url:
@@ -102,20 +103,23 @@ def main() -> None:
     try:  # each repetition in its own process: a process keeps model calls in memory and would not pay them again
         for _ in range(args.repeat):
             done = subprocess.run([sys.executable, __file__, "--limit", str(args.limit), "--level", args.level,
-                                   "--base-url", base_url], capture_output=True, text=True, check=True)
+                                   "--base-url", base_url,
+                                   *(["--max-tasks", args.max_tasks] if args.max_tasks else [])],
+                                  capture_output=True, text=True, check=True)
             rows += [line[4:] for line in done.stdout.splitlines() if line.startswith("ROW ")]
     finally:
         process.terminate()
         process.wait(timeout=10)
-    print(f"planted server, {args.latency_ms:g} ms a call, level {args.level}, --limit {args.limit}: ETA / real time "
-          "left at 25 % | 50 % | 75 % of the calls (within 2x: 0.5-2)")
+    print(f"planted server, {args.latency_ms:g} ms a call, level {args.level}, --limit {args.limit}, max_tasks "
+          f"{args.max_tasks or 'default'}: ETA / real time left at 25 % | 50 % | 75 % of the calls (within 2x: 0.5-2)")
     print("\n".join(rows))
 
 
 def repetition(args: argparse.Namespace) -> str:
     os.environ.update({"PLANTED_BASE_URL": args.base_url, "PLANTED_API_KEY": "planted"})
     argv = ["run", "--model", "openai-api/planted/planted", "--attacker", "openai-api/planted/planted-attacker",
-            "--level", args.level, "--limit", str(args.limit), "--no-report"]
+            "--level", args.level, "--limit", str(args.limit), "--no-report",
+            *(["--max-tasks", args.max_tasks] if args.max_tasks else [])]
     records, started = one_run(argv)
     end = max(t for t, *_ in records)
     total = max(c for _, c, *_ in records)
