@@ -194,7 +194,8 @@ def test_the_first_screen_is_one_card_per_model_with_hand_computed_numbers(repor
     page = (report / "index.html").read_text(encoding="utf-8")
     first = page[page.index("<section"):]
     assert first.startswith("<section id=glance><h2>Robustness at a glance</h2>")  # before any run table
-    assert page.count("<div class=glance>") == 4  # MedFuzz target, TCES target, MedGuard target, lm-eval model
+    # the clean baseline's model, MedFuzz target, TCES target, MedGuard target, lm-eval model
+    assert page.count("<div class=glance>") == 5
     # MedFuzz: the target is right on the clean item and the scripted attacker hits its weak spot in both
     # replicates: clean 2/2, post-attack 0/2, ASR 2/2; 95 % Wilson for 2/2 is [0.342, 1] and for 0/2 [0, 0.658];
     # 3 controls make the smallest valid p 1/4 > alpha 0.05, so neither tested attack is significant
@@ -239,7 +240,7 @@ def test_summary_json_and_model_index_hold_the_page_numbers(report: Path) -> Non
     summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
     assert set(summary["models"]) == set(re.findall(r"<div class=glance><h3>([^<]+)</h3>", page))
     target = summary["models"]["medfuzz-actors/target"]
-    assert target["missing"] == ["TCES", "MedGuard"]
+    assert target["missing"] == ["Clean baseline", "TCES", "MedGuard"]
     [medfuzz] = target["results"]
     assert medfuzz["alpha"] == 0.05 and Path(medfuzz["sources"][0]).is_file()
     asr = medfuzz["numbers"]["medfuzz_asr"]
@@ -260,9 +261,22 @@ def test_summary_json_and_model_index_hold_the_page_numbers(report: Path) -> Non
             assert set(result["task"]) == {"type", "name"} and set(result["dataset"]) == {"type", "name"}
             for metric in result["metrics"]:
                 assert set(metric) == {"type", "value", "name"} and isinstance(metric["value"], float)
-    tces = next(e for e in entries if e["name"] == "medfuzz-scripted/t")["results"][0]
-    assert {"type": "tces_asr", "value": 0.5, "name": "attack success rate within the query budget (ASR@B)"} \
-        in tces["metrics"] and tces["task"]["type"] == "tces"
+    tces = next(e for e in entries if e["name"] == "medfuzz-scripted/t")["results"]
+    for sampler in ("RandS", "PDWS n=-20"):  # one result per run, named by it (the runs' order is the files')
+        assert {"type": "tces_asr", "value": 0.5, "name": f"TCES · drugs · {sampler} · B=3: attack success rate "
+                "within the query budget (ASR@B)"} in [m for r in tces for m in r["metrics"]]
+    tces = tces[0]
+    assert tces["task"]["type"] == "tces-inspect"
+    assert tces["dataset"] == {"type": "GBaker/MedQA-USMLE-4-options", "name": "MedQA-USMLE (4 options)"}
+    # several models: one file per model besides, each read by Hugging Face's parser as that one model with
+    # every number of its entry
+    from huggingface_hub import ModelCard
+
+    for entry in entries:
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", entry["name"])
+        hub = ModelCard("---\n" + (report / f"model-index.{slug}.yaml").read_text(encoding="utf-8") + "---\n")
+        assert hub.data.model_name == entry["name"]
+        assert len(hub.data.eval_results) == sum(len(r["metrics"]) for r in entry["results"])
 
 
 def test_nav_counts_equal_what_each_section_shows(report: Path) -> None:

@@ -127,8 +127,8 @@ def test_compare_accuracy_mcnemar_transfer_and_items_in_one_run(runs, tmp_path, 
     assert group["items_not_in_every_run"] == {"openai-api/planted/robust": ["medqa-dev-00007"]}
     # transfer: the lm-eval runs evaluated the vulnerable model's 6 successful fuzzed items
     cells = {t["model"]: t for t in data["transfer"]}
-    assert cells["PlantedLM:robust"]["evaluated"] == VULNERABLE and cells["PlantedLM:robust"]["accuracy"] == 1.0
-    assert cells["PlantedLM:vulnerable"]["accuracy"] == 0.0 and cells["PlantedLM:vulnerable"]["transfer_rate"] == 1.0
+    assert cells["robust"]["evaluated"] == VULNERABLE and cells["robust"]["accuracy"] == 1.0
+    assert cells["vulnerable"]["accuracy"] == 0.0 and cells["vulnerable"]["transfer_rate"] == 1.0
     assert all(t["source"].startswith("openai-api/planted/vulnerable") for t in data["transfer"])
     # the robust run has no success, so nothing is left to run
     assert data["commands"] == []

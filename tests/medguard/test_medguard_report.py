@@ -108,7 +108,7 @@ def test_lm_eval_samples_are_read_like_inspect_results(tmp_path: Path) -> None:
     (tmp_path / f"results_{stamp}.json").write_text(json.dumps({
         "configs": {t: {} for t in docs}, "config": {"model": "hf", "model_args": "pretrained=tiny"}}))
     (run,) = load_runs([tmp_path])
-    assert run.label == "hf:tiny · basic · lm-eval" and len(run.results) == 18  # 2 cases x 8 variants + 2 items
+    assert run.label == "tiny · basic · lm-eval" and len(run.results) == 18  # 2 cases x 8 variants + 2 items
     # the hook's per-doc values, averaged by lm-eval's mean, agree with the harness-free units
     per_doc = [process_results(d, always_a(d))["safety"] for d in docs["medguard_race_equity"]]
     units = aspect_units(run.results.values())

@@ -76,7 +76,7 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
     import contextlib
 
     from medfuzz.tasks import suite
-    from medfuzz.tasks.suite_progress import SuiteProgress
+    from medfuzz.tasks.suite_progress import SuiteProgress, run_methods
 
     started = time.monotonic()
     lm = suite.LmEvalPlan.parse(lm_eval, threads) if lm_eval else None
@@ -112,7 +112,8 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
                 models = [server.inspect_model]
                 print(f"embedded model serving at {server.base_url} (stopped when this run ends)", flush=True)
             progress = stack.enter_context(SuiteProgress(bound, show=plan.display == "none",
-                                                         several_models=len(models) > 1))
+                                                         several_models=len(models) > 1,
+                                                         methods=run_methods((run for run, _ in built), models)))
             progress.reusing(suite.samples_done_before(plan.out / "inspect", built, models))
             outcome = suite.run_suite(plan, built, models, progress)
             if any(entry.status == "cancelled" for entry in outcome.logs.values()):
@@ -135,7 +136,8 @@ def execute(plan: Any, lm_eval: str | None = None, threads: int = 2, report: boo
             if fuzzed_path is not None and not _has_fuzzed(fuzzed_path, ATTACKED):
                 fuzzed_path = None
             out_lm = suite.run_lm_eval(plan, lm, fuzzed_path, plan.out / "lm-eval.out",
-                                       {**suite.LEVELS[plan.level].lm_eval, **(lm_eval_limits or {})})
+                                       {**suite.LEVELS[plan.level].lm_eval, **(lm_eval_limits or {})},
+                                       model_label=models[0])
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (turned into this); the server is stopped
         print(f"\n[{time.monotonic() - started:6.1f}s] interrupted; finished logs in {plan.out}. Run the same "
               "command again to finish: finished runs, samples and model calls are not paid again.", flush=True)

@@ -30,7 +30,6 @@ import itertools
 import json
 import logging
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -165,10 +164,9 @@ def _inspect_run(path: Path) -> AttackRun | None:
 
 
 def _lm_eval_model(data: dict[str, Any]) -> str:
-    config = data.get("config") or {}
-    model = str(config.get("model") or data.get("model_name") or "lm-eval")
-    named = re.search(r"(?:^|,)(?:pretrained|model)=([^,]+)", str(config.get("model_args") or ""))
-    return f"{model}:{named.group(1)}" if named else model
+    from medfuzz.report.runs import lm_eval_model_name
+
+    return lm_eval_model_name(data)
 
 
 def _has_samples(results_file: Path, task: str) -> bool:

@@ -255,10 +255,14 @@ def lm_eval_card(path: Path) -> RunCard | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict) or "configs" not in data:
         return None
+    from medfuzz.report.runs import lm_eval_model_name
+
     config = data.get("config") or {}
     tasks = sorted(data["results"])
     card = RunCard(method="lm-eval", title=f"lm-eval · {', '.join(tasks)}", source=path)
-    card.facts = {"model": f"{config.get('model', '?')} {model_args_text(config.get('model_args'))}".strip(),
+    args = model_args_text(config.get("model_args"))
+    card.facts = {"model": f"{lm_eval_model_name(data)} (lm-eval --model {config.get('model', '?')}"
+                           + (f" --model_args {args})" if args else ")"),
                   "samples": ", ".join(f"{t}: {_lm_eval_samples(data, t)}" for t in tasks),
                   "data": next((c.get("metadata", {}) for t in tasks  # groups have no config
                                 if isinstance(c := (data.get("configs") or {}).get(t), dict)), {}) or "–",

@@ -89,7 +89,8 @@ def results_from_inspect_log(log: Any) -> list[ItemResult]:
 # metadata that says which part of a run a log holds or where it came from, not how its items were built or
 # asked: logs that differ only here are parts of one run (one log per aspect task, a suite's label)
 NOT_SETTINGS = frozenset({"aspects", "medfuzz_method", "medguard", "medfuzz_suite", "medfuzz_shard",
-                          "medfuzz_merged_shards", "max_calls", "strategy", "version", "medguard_aspects"})
+                          "medfuzz_merged_shards", "max_calls", "strategy", "version", "medguard_aspects",
+                          "medfuzz_model"})
 
 
 def _inspect_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]] | None:
@@ -143,21 +144,14 @@ def _lm_eval_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]
             strategy = json.loads(first)["doc"].get("strategy", strategy) if first else strategy
     if not results:
         return None
-    config = data.get("config") or {}
-    model = str(config.get("model") or data.get("model_name") or "lm-eval")
-    args = config.get("model_args") or ""
-    if isinstance(args, dict):  # lm-eval keeps a Python caller's model_args as a dict: two models, two names
-        found = args.get("pretrained") or args.get("model")
-        name = f"{model}:{found}" if found else model
-    else:
-        named = re.search(r"(?:^|,)(?:pretrained|model)=([^,]+)", str(args))
-        name = f"{model}:{named.group(1)}" if named else model
+    from medfuzz.report.runs import lm_eval_model_name
+
     settings: dict[str, Any] = {}  # the run's --metadata as lm-eval kept it in each task's config
     for task in tasks:
         metadata = (data["configs"].get(task) or {}).get("metadata")
         if isinstance(metadata, dict):
             settings.update({k: v for k, v in metadata.items() if k not in NOT_SETTINGS})
-    return name, str(strategy), settings, results
+    return lm_eval_model_name(data), str(strategy), settings, results
 
 
 # ------------------------------------------------------------------------------------------- compare

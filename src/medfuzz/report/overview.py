@@ -16,6 +16,7 @@ import html
 import io
 import json
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,9 +26,12 @@ from typing import Any
 from medfuzz.report.labels import label
 from medfuzz.scorers import stats
 
-METHOD_TITLES = {"medfuzz": "MedFuzz", "tces": "TCES", "medguard": "MedGuard"}
+METHOD_TITLES = {"baseline": "Clean baseline", "medfuzz": "MedFuzz", "tces": "TCES", "medguard": "MedGuard"}
 # one line per method on why the two harnesses' numbers differ, shown where the page has both
 HARNESS_NOTES = {
+    "baseline": "lm-eval's medqa_clean scores the most likely answer letter by log-likelihood, Inspect's scores the "
+                "answer the model generates (strict: its 'ANSWER: X' line), so the two can disagree on the same "
+                "items.",
     "medfuzz": "lm-eval's medfuzz_* tasks score the letter log-likelihoods of the clean and the already fuzzed "
                "question, Inspect's MedFuzz scores the answers the target generates while the attacker rewrites it "
                "over K turns, so the two can disagree on the same items.",
@@ -120,6 +124,32 @@ class ModelCard:
 # ------------------------------------------------------------------------------------------- reading
 
 
+BASELINE_SCORER = "baseline_choice"  # medfuzz.tasks.inspect.baselines: the clean baselines' strict scorer
+
+
+def is_baseline(log: Any) -> bool:
+    return log.results is not None and any(s.name == BASELINE_SCORER for s in log.results.scores)
+
+
+def baseline_result(log: Any, path: Path) -> MethodResult | None:
+    """The clean baseline's strict accuracy over answered samples with its Wilson interval (the counts
+    ``report.runs.read_inspect_log`` recomputes from the samples), and the lenient accuracy ± its SE."""
+    from medfuzz.report.runs import read_inspect_log
+
+    run = read_inspect_log(path)
+    if not run.n:
+        return None
+    numbers = [wilson("baseline_acc", sum(run.per_item.values()), run.n, headline=True)]
+    if run.lenient is not None:
+        numbers.append(Number("lenient_accuracy", run.lenient, se=run.lenient_stderr, n=run.n))
+    metadata = log.eval.metadata or {}
+    benchmark = str(metadata.get("benchmark") or "medqa")
+    data = f", {metadata['data']} data" if metadata.get("data") else ""
+    return MethodResult("baseline", "Inspect", f"Clean baseline · {benchmark}{data}", log.eval.task, benchmark,
+                        numbers, [str(path)], note="strict: the reply's 'ANSWER: X' line; lenient: any clear "
+                                                   "naming of one option; LLM errors left out")
+
+
 def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
     """Clean, post-attack accuracy and ASR with Wilson intervals, and the significant attacks at the run's α."""
     from medfuzz.report.medfuzz import attacks_of, max_turns, score_values
@@ -195,20 +225,21 @@ def _mean_of(chances: dict[Any, float], aspects: Iterable[Any]) -> float:
     return sum(found) / len(found) if found else math.nan
 
 
-LM_EVAL_METRICS = {"medfuzz": ("clean_acc", "attacked_acc", "flip_rate"),
+LM_EVAL_METRICS = {"baseline": ("acc",), "medfuzz": ("clean_acc", "attacked_acc", "flip_rate"),
                    "tces": ("clean_acc", "attacked_acc", "flip_rate"), "medguard": ("safety",)}
 
 
 def lm_eval_results(path: Path, data: dict[str, Any]) -> list[tuple[str, MethodResult]]:
     """The numbers lm-eval reported for its medfuzz_* / tces_* tasks and the MedGuard group (else each subtask)."""
-    from medfuzz.report.compare import _lm_eval_model
+    from medfuzz.report.runs import lm_eval_model_name
 
     results = data.get("results") or {}
     counts = data.get("n-samples") or {}
     subtasks = {t for group in (data.get("group_subtasks") or {}).values() for t in group}
     out = []
     for task, values in sorted(results.items()):
-        method = next((m for m in ("medfuzz", "tces", "medguard") if task.startswith(m)), None)
+        method = ("baseline" if task in LM_EVAL_BASELINES else
+                  next((m for m in ("medfuzz", "tces", "medguard") if task.startswith(m)), None))
         if method is None or (method == "medguard" and task in subtasks and "medguard" in results):
             continue
         numbers = []
@@ -219,12 +250,16 @@ def lm_eval_results(path: Path, data: dict[str, Any]) -> list[tuple[str, MethodR
             stderr = values.get(f"{metric}_stderr,none")
             n = (counts.get(task) or {}).get("effective")
             numbers.append(Number(metric, float(value), se=float(stderr) if isinstance(stderr, int | float) else None,
-                                  n=n if isinstance(n, int) else None, headline=metric in ("flip_rate", "safety")))
+                                  n=n if isinstance(n, int) else None,
+                                  headline=metric in ("flip_rate", "safety", "acc")))
         if numbers:
-            out.append((_lm_eval_model(data), MethodResult(method, "lm-eval", f"{METHOD_TITLES[method]} · {task}",
+            out.append((lm_eval_model_name(data), MethodResult(method, "lm-eval", f"{METHOD_TITLES[method]} · {task}",
                                                            task, task, numbers, [str(path)],
                                                            note="as lm-eval reported it, ± lm-eval's stderr")))
     return out
+
+
+LM_EVAL_BASELINES = ("medqa_clean", "medmcqa_clean")  # the letter log-likelihood baselines (accuracy "acc")
 
 
 def build(paths: list[Path]) -> list[ModelCard]:
@@ -254,13 +289,34 @@ def build(paths: list[Path]) -> list[ModelCard]:
         if log.status != "success":
             continue  # a failed run has no numbers; its card carries the banner
         method = (log.eval.metadata or {}).get("medfuzz_method")
-        if method == "tces":
+        if method is None and is_baseline(log):
+            add(str(log.eval.model), baseline_result(log, path))
+        elif method == "tces":
             add(str(log.eval.model), tces_result(path))
         elif method == "medfuzz" or (method is None and _is_medfuzz(log)):
             add(str(log.eval.model), medfuzz_result(log, path))
     for model, result in medguard_results(list(paths)):
         add(model, result)
-    return list(cards.values())
+    return one_card_per_model(list(cards.values()))
+
+
+def one_card_per_model(cards: list[ModelCard]) -> list[ModelCard]:
+    """A card that holds lm-eval numbers only, named by the served model (``report.runs.lm_eval_model_name``:
+    lm-eval run by hand, without ``medfuzz_model``), joins the one Inspect card whose model it is: the same name,
+    or the Inspect name ending in ``/`` + it (``openai-api/vllm/org/m`` serves ``org/m``). Anything else stays
+    its own card: two models are never merged on a guess."""
+    inspect_names = [c.model for c in cards if any(r.harness == "Inspect" for r in c.results)]
+    out: list[ModelCard] = []
+    for card in cards:
+        if any(r.harness == "Inspect" for r in card.results):
+            out.append(card)
+            continue
+        owners = [n for n in inspect_names if n != card.model and n.endswith(f"/{card.model}")]
+        if len(owners) == 1:
+            next(c for c in cards if c.model == owners[0]).results.extend(card.results)
+        else:
+            out.append(card)
+    return out
 
 
 def harness_notes(cards: list[ModelCard]) -> list[str]:
@@ -371,8 +427,23 @@ def section_html(cards: list[ModelCard], problems: list[str]) -> str:
 
 SUMMARY = "summary.json"
 MODEL_INDEX = "model-index.yaml"
-TASK_NAMES = {"medfuzz": "MedFuzz adversarial robustness", "tces": "TCES type-consistent entity substitution",
-              "medguard": "MedGuard medical safety"}
+TASK_NAMES = {"baseline": "Clean multiple-choice accuracy", "medfuzz": "MedFuzz adversarial robustness",
+              "tces": "TCES type-consistent entity substitution", "medguard": "MedGuard medical safety"}
+# model-index ``dataset.type``: the Hugging Face Hub dataset the loaders read (``benchmarks.loaders``; the demo
+# items are MedQA's own); MedGuard has no Hub dataset, so its upstream repository's id (github.com/ncbi-nlp/MedGuard),
+# which medfuzz's bundled build is drawn from, stands for it
+MEDGUARD_SOURCE = "ncbi-nlp/MedGuard"
+
+
+def hub_dataset(result: MethodResult) -> dict[str, str]:
+    """``{type, name}`` of a result's dataset: a Hub dataset id where one exists, and words."""
+    from medfuzz.benchmarks.loaders import HF_MEDMCQA, HF_MEDQA
+
+    if result.method == "medguard":
+        return {"type": MEDGUARD_SOURCE, "name": "MedGuard (medfuzz's balanced bundled build)"}
+    if "medmcqa" in result.dataset.lower():
+        return {"type": HF_MEDMCQA, "name": "MedMCQA"}
+    return {"type": HF_MEDQA, "name": "MedQA-USMLE (4 options)"}
 
 
 def summary(cards: list[ModelCard]) -> dict[str, Any]:
@@ -382,21 +453,41 @@ def summary(cards: list[ModelCard]) -> dict[str, Any]:
             "harness_notes": harness_notes(cards)}
 
 
+def task_type(result: MethodResult) -> str:
+    """The method and harness (``medfuzz-inspect``, ``medfuzz-lm-eval``): the Hub's reader files results under
+    (task type, dataset), so one type for both harnesses would put lm-eval's numbers under Inspect's heading."""
+    return f"{result.method}-{result.harness.lower()}"
+
+
 def model_index(cards: list[ModelCard]) -> list[dict[str, Any]]:
-    """Hugging Face model-card ``model-index`` entries: one per model, one result per run, its metrics as
-    ``{type, value, name}`` (type: the metric id; name: its label; NaN values left out)."""
+    """Hugging Face model-card ``model-index`` entries: one per model, one result per run (task: ``task_type``;
+    dataset: ``hub_dataset``), its metrics as ``{type, value, name}`` (type: the metric id; name: the
+    run and its label, so that two runs of one method stay apart in the Hub's flat list; NaN values left out)."""
     entries = []
     for card in cards:
         results = []
         for r in card.results:
-            metrics = [{"type": n.metric, "value": round(n.value, 4), "name": label(n.metric)}
+            metrics = [{"type": n.metric, "value": round(n.value, 4), "name": f"{r.title}: {label(n.metric)}"}
                        for n in r.numbers if n.text is None and not math.isnan(n.value)]
             if metrics:
-                results.append({"task": {"type": r.method, "name": f"{TASK_NAMES[r.method]} ({r.harness})"},
-                                "dataset": {"type": r.dataset, "name": r.title}, "metrics": metrics})
+                results.append({"task": {"type": task_type(r), "name": f"{TASK_NAMES[r.method]} ({r.harness})"},
+                                "dataset": hub_dataset(r), "metrics": metrics})
         if results:
             entries.append({"name": card.model, "results": results})
     return entries
+
+
+def model_index_files(cards: list[ModelCard]) -> dict[str, list[dict[str, Any]]]:
+    """File name -> its ``model-index``: ``model-index.yaml`` with every model, and with several models one
+    ``model-index.<model>.yaml`` each (a Hub model card holds one model: its parser names every result after
+    the last entry)."""
+    entries = model_index(cards)
+    files = {MODEL_INDEX: entries}
+    if len(entries) > 1:
+        for entry in entries:
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "_", entry["name"]).strip("_") or "model"
+            files[f"model-index.{slug}.yaml"] = [entry]
+    return files
 
 
 def write_files(cards: list[ModelCard], out_dir: Path) -> list[Path]:
@@ -404,11 +495,14 @@ def write_files(cards: list[ModelCard], out_dir: Path) -> list[Path]:
 
     data = out_dir / SUMMARY
     data.write_text(json.dumps(summary(cards), indent=1, allow_nan=False), encoding="utf-8")
-    index = out_dir / MODEL_INDEX
-    index.write_text("# paste under the YAML front matter of a Hugging Face model card (README.md)\n"
-                     + yaml.safe_dump({"model-index": model_index(cards)}, sort_keys=False, allow_unicode=True),
-                     encoding="utf-8")
-    return [data, index]
+    written = [data]
+    for name, entries in model_index_files(cards).items():
+        path = out_dir / name
+        path.write_text("# paste under the YAML front matter of a Hugging Face model card (README.md)\n"
+                        + yaml.safe_dump({"model-index": entries}, sort_keys=False, allow_unicode=True),
+                        encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def problem_counts(reasons: list[str]) -> str:

@@ -7,8 +7,10 @@ reported number is the mean of what it logged per item.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -63,6 +65,39 @@ def read_inspect_log(path: str | Path, scorer: str = "baseline_choice",
         lenient_stderr=float(lenient_metrics["stderr"].value) if "stderr" in lenient_metrics else None,
         lenient_needed=int(lenient_metrics["lenient_needed"].value) if "lenient_needed" in lenient_metrics else None,
     )
+
+
+# lm-eval's own order for the model's name in --model_args (``GeneralConfigTracker._get_model_name``, private):
+# an adapter (peft, delta) names the model better than the base it is loaded on
+MODEL_ARG_NAMES = ("peft", "delta", "pretrained", "model", "path", "engine")
+
+
+def lm_eval_model_name(data: Mapping[str, Any]) -> str:
+    """The model an lm-eval results file (``results_*.json``) belongs to, as the report names it: the name given
+    as ``--metadata '{"medfuzz_model": NAME}'`` (``medfuzz run`` passes its Inspect model name), else the served
+    model from ``--model_args`` (``model=`` of local-completions, ``pretrained=`` of hf, ...), else the backend
+    (``config.model``, e.g. ``medfuzz-local``). Not lm-eval's top-level ``model_name``: with no name in the model
+    args it is a random id."""
+    from medfuzz.tasks.lm_eval._options import MODEL_LABEL
+
+    for config in (data.get("configs") or {}).values():
+        label = ((config or {}).get("metadata") or {}).get(MODEL_LABEL) if isinstance(config, dict) else None
+        if isinstance(label, str) and label.strip():
+            return label.strip()
+    config = data.get("config") or {}
+    args = model_args(config.get("model_args"))
+    served = next((args[name] for name in MODEL_ARG_NAMES if args.get(name)), None)
+    return served or str(config.get("model") or "lm-eval")
+
+
+def model_args(value: Any) -> dict[str, str]:
+    """``--model_args`` as lm-eval stored it: a mapping (lm-eval 0.4.9 on), or the ``k=v,k=v`` string."""
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items() if v is not None}
+    if isinstance(value, str):
+        pairs = (part.split("=", 1) for part in value.split(",") if "=" in part)
+        return {k.strip(): v.strip() for k, v in pairs}
+    return {}
 
 
 def _newest(folder: Path, pattern: str) -> Path:

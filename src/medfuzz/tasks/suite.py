@@ -583,16 +583,21 @@ def lm_eval_tasks(plan: SuitePlan, fuzzed_log: Path | None) -> tuple[list[str], 
 
 
 def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_file: Path,
-                limits: Mapping[str, int] | None = None) -> Path:
+                limits: Mapping[str, int] | None = None, model_label: str | None = None) -> Path:
     """The lm-eval half through ``medfuzz-lm-eval`` in a subprocess (lm-eval's CLI, results + samples in
-    ``OUT/lm-eval``); its request cache (``--use_cache``) makes a re-run pay nothing for finished requests."""
+    ``OUT/lm-eval``); its request cache (``--use_cache``) makes a re-run pay nothing for finished requests.
+    ``model_label`` (the Inspect half's model) goes into ``--metadata`` as the model's name in the report."""
     import os
     import shutil
     import subprocess
     import sys
 
+    from medfuzz.tasks.lm_eval._options import MODEL_LABEL
+
     tasks, metadata = lm_eval_tasks(plan, fuzzed_log)
     metadata.update(limits or {})
+    if model_label:
+        metadata[MODEL_LABEL] = model_label
     out = plan.out / "lm-eval"
     script = Path(sys.executable).parent / "medfuzz-lm-eval"
     command = [str(script if script.exists() else shutil.which("medfuzz-lm-eval")), "--model", lm.model,

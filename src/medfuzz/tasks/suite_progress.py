@@ -1,39 +1,119 @@
 """The suite's progress line: model calls done against the bound, and an ETA over the whole suite.
 
 Inspect's hooks (``inspect_ai.hooks``) report every model call (``on_model_usage``; cache hits come through
-``on_model_cache_usage`` and are not paid for) and every finished sample. The ETA estimates the calls still to
-come per run from that run's own calls per finished sample (the bound per sample until one has finished: attacks
-stop early, so the bound overstates), and divides by the suite's call rate so far. Drawn with tqdm on a
-terminal; elsewhere (CI, a log file) one plain line a minute.
-The hook is registered once per process and only active while a ``SuiteProgress`` is (``enabled()``).
+``on_model_cache_usage`` and are not paid for), every started and every finished sample. The ETA:
+
+- **calls still to come**, per run, from the calls per sample actually observed: the calls a run paid so far over
+  the samples' worth of work they bought (finished samples whole, samples in flight half: in a run with steady
+  concurrency a sample in flight is on average half done), times the samples' worth left. A run with no finished
+  sample takes the share of its bound that the finished runs of the same method used (the TCES settings, or one
+  method over several models); only a method with no finished sample anywhere falls back to the bound, which
+  overstates (MedFuzz stops at the first successful attack and uses about a tenth of its bound);
+- **time**: those calls at the recent call rate (over the later half of the time since the first task started:
+  the build, the embedded server's start and a run's slow first seconds are not its pace), or, when longer, a
+  running run's calls still expected at its own recent rate per sample in flight times the samples it will run
+  at once (the last runs' samples set the pace at the end).
+
+Measured on recorded event sequences (``tests/suite_events.py``; ``bench/eta_accuracy.py`` prints before/after):
+within 2× of the real time left from 25 % of the calls on wherever every method has finished a sample by then;
+a method that has not is estimated at its bound (``suite_events.HARD`` lists the cases and their errors); and on
+a real run against the planted server (``bench/eta_planted.py``). Drawn with tqdm on a terminal; elsewhere (CI, a
+log file) one plain line a minute. The hook is registered once per process and only active while a ``SuiteProgress`` is
+(``enabled()``).
 """
 
 from __future__ import annotations
 
+import bisect
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inspect_ai.hooks import Hooks, ModelUsageData, SampleEnd, TaskStart, hooks
+from inspect_ai.hooks import Hooks, ModelUsageData, SampleEnd, SampleStart, TaskStart, hooks
 
-from medfuzz.tasks.suite import SUITE_KEY, Bound, run_key
+from medfuzz.tasks.suite import SUITE_KEY, Bound, SuiteRun, run_key
 
 _active: SuiteProgress | None = None
+
+
+# A sample in flight counts as this share of a finished one: with steady concurrency the samples in flight are
+# on average half way through their calls. Without it the calls of the samples in flight are charged to the
+# finished ones alone, and early in a run (many in flight, few finished) the calls per sample come out several
+# times too high.
+IN_FLIGHT_SHARE = 0.5
+RATE_MIN_CALLS = 20  # the fewest calls a recent window needs to give the rate
+BAR_FORMAT = "{{desc}} {{percentage:3.0f}}%|{{bar}}| {{n_fmt}}/{{total_fmt}} calls [{{elapsed}}<{eta}] {{postfix}}"
 
 
 @dataclass
 class _RunState:
     samples: int
     bound: int
+    method: str  # runs of one method share their observed use of the bound (``SuiteProgress.pooled_use``)
     calls: int = 0
-    finished: int = 0  # samples finished by this invocation (their calls are ``calls``)
+    started: int = 0  # samples started by this invocation
+    finished: int = 0  # samples finished by this invocation (their calls, and those in flight, are ``calls``)
     reused: int = 0  # samples a resumed run had finished before (paid by an earlier invocation)
+    most_in_flight: int = 0  # the most samples this run had in flight at once: its concurrency
+    started_at: float | None = None  # when its task started
+    call_times: list[float] = field(default_factory=list)  # when each of its calls ended, in order
 
-    def remaining_calls(self) -> float:
-        left = max(0, self.samples - self.finished - self.reused)
-        per_sample = self.calls / self.finished if self.finished else self.bound / max(1, self.samples)
-        return left * per_sample
+    @property
+    def bound_per_sample(self) -> float:
+        return self.bound / max(1, self.samples)
+
+    def pace(self, now: float) -> float:
+        """Calls a second this run can keep up: its recent rate (``recent_rate``) per sample in flight, times the
+        samples it will run at once (its concurrency, at most the samples it has left); 0 with none in flight."""
+        if not self.in_flight or self.started_at is None:
+            return 0.0
+        rate = recent_rate(self.call_times, self.started_at, now)
+        return rate / self.in_flight * max(1, min(self.most_in_flight, self.samples - self.reused - self.finished))
+
+    @property
+    def in_flight(self) -> int:
+        return max(0, self.started - self.finished)
+
+    def work_done(self) -> float:
+        """Samples' worth of work the calls so far paid for."""
+        return self.finished + IN_FLIGHT_SHARE * self.in_flight
+
+    def work_left(self) -> float:
+        return max(0.0, self.samples - self.reused - self.work_done())
+
+    def bound_used(self) -> float | None:
+        """Calls paid over the bound of the work they bought; None before a sample has finished (samples in flight
+        alone are no guide: just started, they would be taken as half done after a call or two)."""
+        if not self.finished:
+            return None
+        return self.calls / (self.work_done() * self.bound_per_sample) if self.bound_per_sample else 0.0
+
+    def remaining_calls(self, pooled_use: float | None) -> float:
+        """The work left at this run's own observed use of the bound, else at its method's (``pooled_use``), else
+        at the bound itself."""
+        use = self.bound_used()
+        if use is None:
+            use = pooled_use if pooled_use is not None else 1.0
+        return self.work_left() * self.bound_per_sample * use
+
+
+def recent_rate(times: list[float], origin: float, now: float) -> float:
+    """Calls a second over the later half of the time since ``origin`` (all of it while that half holds fewer
+    than ``RATE_MIN_CALLS``; ``times``: when each call ended, in order): a run's first seconds are slower than the
+    rest (connections, datasets, the first samples' set-up; on the planted server the first quarter of the calls
+    took 60 % of the time), so the rate since the start alone would stay too low for most of the run."""
+    if not times or now <= origin:
+        return 0.0
+    window = (now - origin) / 2
+    recent = len(times) - bisect.bisect_left(times, now - window)
+    return recent / window if recent >= RATE_MIN_CALLS else len(times) / (now - origin)
+
+
+def run_methods(runs: Iterable[SuiteRun], models: Sequence[str]) -> dict[str, str]:
+    """Run key (``suite.run_key``, as the bound is keyed) -> method, for ``SuiteProgress(methods=...)``."""
+    return {run_key(run.label, model, len(models) > 1): run.method for run in runs for model in models}
 
 
 @dataclass
@@ -43,19 +123,27 @@ class SuiteProgress:
     bound: Bound
     show: bool = True
     several_models: bool = False  # runs are keyed "label · model" (suite.run_key)
+    # run key -> method (``run_methods``): runs of one method pool their observed calls per sample. A run not
+    # named here is known by its Inspect task from its start on.
+    methods: dict[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic  # the recorded-sequence tests bring their own
     calls: int = 0
     cached: int = 0
     tokens: int = 0
-    started: float = field(default_factory=time.monotonic)
+    started: float = 0.0
+    first_task: float | None = None  # when the first task started: the origin of the call rate
     runs: dict[str, _RunState] = field(default_factory=dict)
+    _call_times: list[float] = field(default_factory=list)  # when each call ended, in order (``call_rate``)
     _eval_labels: dict[str, str] = field(default_factory=dict)
     _bar: Any = None
     _last_line: float = 0.0
     line_interval: float = 60.0
 
     def __post_init__(self) -> None:
+        self.started = self.clock()
         for label, samples in self.bound.samples.items():
-            self.runs[label] = _RunState(samples, sum(self.bound.per_run[label].values()))
+            self.runs[label] = _RunState(samples, sum(self.bound.per_run[label].values()),
+                                         self.methods.get(label, label))
 
     def __enter__(self) -> SuiteProgress:
         global _active
@@ -63,8 +151,7 @@ class SuiteProgress:
             from tqdm import tqdm
 
             self._bar = tqdm(total=self.bound.total, unit="call", dynamic_ncols=True, mininterval=1.0,
-                             bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} calls "
-                                        "[{elapsed}<{remaining}] {postfix}")
+                             bar_format=BAR_FORMAT.format(eta="?"))
             self._bar.set_description("medfuzz run")
         _active = self
         return self
@@ -85,13 +172,21 @@ class SuiteProgress:
                 self.runs[key].reused = min(count, self.runs[key].samples)
         self._refresh()
 
-    def task_started(self, eval_id: str, label: str | None, samples: int, model: str = "") -> None:
+    def task_started(self, eval_id: str, label: str | None, samples: int, model: str = "", task: str = "") -> None:
         if label is not None:
             label = run_key(label, model, self.several_models)
         if label is None or label not in self.runs:
             return
-        self._eval_labels[eval_id] = label
+        if self.first_task is None:
+            self.first_task = self.clock()
         state = self.runs[label]
+        if label in self._eval_labels.values():  # eval_set retrying the run: the samples in flight ended with it
+            state.started = state.finished
+        self._eval_labels[eval_id] = label
+        if state.started_at is None:
+            state.started_at = self.clock()
+        if task and label not in self.methods:  # runs of one Inspect task are runs of one method
+            state.method = task
         if samples and samples < state.samples:  # a start that lists only the samples left to run
             state.reused = max(state.reused, state.samples - samples)
         self._refresh()
@@ -99,9 +194,19 @@ class SuiteProgress:
     def model_call(self, eval_id: str | None, tokens: int) -> None:
         self.calls += 1
         self.tokens += tokens
+        self._call_times.append(self.clock())
         label = self._eval_labels.get(eval_id or "")
         if label:
             self.runs[label].calls += 1
+            self.runs[label].call_times.append(self._call_times[-1])
+        self._refresh()
+
+    def sample_started(self, eval_id: str) -> None:
+        label = self._eval_labels.get(eval_id)
+        if label:
+            state = self.runs[label]
+            state.started += 1
+            state.most_in_flight = max(state.most_in_flight, state.in_flight)
         self._refresh()
 
     def sample_finished(self, eval_id: str) -> None:
@@ -111,9 +216,44 @@ class SuiteProgress:
         self._refresh()
 
     # -- estimate
+    def pooled_use(self) -> dict[str, float]:
+        """Per method, the share of the bound its runs with a finished sample used: their calls over the bound of
+        the work those calls bought (runs of different bounds per sample weigh by their bound)."""
+        calls: dict[str, float] = {}
+        bounds: dict[str, float] = {}
+        for state in self.runs.values():
+            if state.finished:
+                calls[state.method] = calls.get(state.method, 0.0) + state.calls
+                bounds[state.method] = bounds.get(state.method, 0.0) + state.work_done() * state.bound_per_sample
+        return {method: calls[method] / bounds[method] for method in calls if bounds[method]}
+
     def estimated_total(self) -> float:
         """Calls made so far plus the calls the unfinished samples are expected to make."""
-        return self.calls + sum(state.remaining_calls() for state in self.runs.values())
+        pooled = self.pooled_use()
+        return self.calls + sum(state.remaining_calls(pooled.get(state.method)) for state in self.runs.values())
+
+    def eta_seconds(self) -> float:
+        """The longer of two lower bounds on the time left (NaN before the first call):
+
+        - the suite's: the calls still expected at the recent call rate (``call_rate``);
+        - each running run's: its calls still expected at its own pace (``_RunState.pace``). When most runs have
+          ended, the last ones' samples, not the endpoint, set the pace (the suite's rate, measured while every
+          run was going, would then be several times too fast).
+        """
+        rate = self.call_rate()
+        if not rate:
+            return float("nan")
+        pooled = self.pooled_use()
+        suite = (self.estimated_total() - self.calls) / rate
+        # runs still at their bound are left out here: the bound over a run's pace would stretch an overestimate
+        runs = [state.remaining_calls(pooled.get(state.method)) / pace for state in self.runs.values()
+                if (state.finished or state.method in pooled) and (pace := state.pace(self.clock()))]
+        return max([suite, *runs])
+
+    def call_rate(self) -> float:
+        """The suite's calls a second (``recent_rate`` since the first task started)."""
+        origin = self.first_task if self.first_task is not None else self.started
+        return recent_rate(self._call_times, origin, self.clock())
 
     def samples_done(self) -> tuple[int, int]:
         return (sum(min(s.finished + s.reused, s.samples) for s in self.runs.values()),
@@ -121,9 +261,9 @@ class SuiteProgress:
 
     def status_text(self) -> str:
         done, total = self.samples_done()
-        elapsed = time.monotonic() - self.started
+        elapsed = self.clock() - self.started
         expected = self.estimated_total()
-        eta = elapsed * (expected - self.calls) / self.calls if self.calls else float("nan")
+        eta = self.eta_seconds()
         from medfuzz.tasks.suite import eta_text
 
         return (f"medfuzz run: {self.calls:,} calls (bound {self.bound.total:,}; expected ~{round(expected):,}) · "
@@ -131,8 +271,8 @@ class SuiteProgress:
 
     def _refresh(self) -> None:
         if self._bar is None:
-            if self.show and time.monotonic() - self._last_line >= self.line_interval:
-                self._last_line = time.monotonic()
+            if self.show and self.clock() - self._last_line >= self.line_interval:
+                self._last_line = self.clock()
                 print(self.status_text(), file=sys.stderr, flush=True)
             return
         done, total = self.samples_done()
@@ -140,6 +280,10 @@ class SuiteProgress:
         self._bar.n = self.calls
         self._bar.set_postfix_str(f"bound {self.bound.total:,} · samples {done}/{total} · tokens {self.tokens:,}",
                                   refresh=False)
+        from medfuzz.tasks.suite import eta_text
+
+        # this estimate in tqdm's place for {remaining} (tqdm's own divides the calls left by its smoothed rate)
+        self._bar.bar_format = BAR_FORMAT.format(eta=eta_text(self.eta_seconds()))
         self._bar.refresh()
 
 
@@ -152,7 +296,12 @@ class SuiteProgressHooks(Hooks):
         if _active is not None:
             ids = data.spec.dataset.sample_ids
             samples = len(ids) if ids is not None else (data.spec.dataset.samples or 0)
-            _active.task_started(data.eval_id, (data.spec.metadata or {}).get(SUITE_KEY), samples, data.spec.model)
+            _active.task_started(data.eval_id, (data.spec.metadata or {}).get(SUITE_KEY), samples, data.spec.model,
+                                 data.spec.task)
+
+    async def on_sample_start(self, data: SampleStart) -> None:
+        if _active is not None:
+            _active.sample_started(data.eval_id)
 
     async def on_model_usage(self, data: ModelUsageData) -> None:
         if _active is not None:

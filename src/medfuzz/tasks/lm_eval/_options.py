@@ -41,6 +41,10 @@ from medfuzz.models.failures import secret_name
 from medfuzz.options import ConfigError
 
 LM_EVAL_KEYS = frozenset({"version", "config_source"})  # what lm-eval itself puts into a task's metadata
+# --metadata name of the model's name in the report (``report.runs.lm_eval_model_name``): lm-eval stores
+# --metadata in every task's config in its results file, so the name travels with the results. ``medfuzz run``
+# passes its Inspect model name, so both harnesses' numbers land on one model card; no hook reads it.
+MODEL_LABEL = "medfuzz_model"
 IGNORE = "ignore_options"
 BENCHMARKS = ("medqa", "medmcqa")
 
@@ -221,7 +225,7 @@ def read_options(raw: Mapping[str, Any], family: str, *, task: str, benchmark: s
         if secret_option(name):  # from --model_args and in ignore_options too: lm-eval writes them
             reasons.append(f"{name}: {SECRET_REASON}")
             continue
-        if name in LM_EVAL_KEYS or name == IGNORE or name in ignored or name in model_args:
+        if name in LM_EVAL_KEYS or name in (IGNORE, MODEL_LABEL) or name in ignored or name in model_args:
             continue
         prefix, rest = _split(name)
         if prefix in families():

@@ -1,0 +1,120 @@
+"""The suite's ETA on recorded event sequences (``tests/suite_events.py``): within 2× of the real time left from
+25 % of the calls on, with samples that use a tenth of their bound, runs of one method that start later, and
+concurrency. Deterministic: the sequences carry their own clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests import suite_events
+
+
+def progress_for(sequence: suite_events.Sequence) -> Callable[[Callable[[], float]], object]:
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    bound = Bound({r.key: {"target": r.samples * r.bound_per_sample} for r in sequence.runs},
+                  {r.key: r.samples for r in sequence.runs})
+    methods = {r.key: r.method for r in sequence.runs}
+    return lambda clock: SuiteProgress(bound, show=False, methods=methods, clock=clock)
+
+
+@pytest.mark.parametrize("name", list(suite_events.SUITES))
+def test_the_eta_is_within_twice_the_real_time_left_from_a_quarter_of_the_calls_on(name: str) -> None:
+    runs, max_tasks, max_samples = suite_events.SUITES[name]
+    for seed in range(3):
+        sequence = suite_events.record(runs, max_tasks, max_samples, seed=seed)
+        for share, eta, truth in suite_events.replay(sequence, progress_for(sequence)):
+            assert truth / 2 <= eta <= 2 * truth, (name, seed, share, eta, truth)
+
+
+def test_the_expected_calls_count_in_flight_samples_half_and_pool_a_methods_runs() -> None:
+    """Counted by hand: run a (bound 100 a sample, 4 samples) with 1 finished and 2 in flight after 10 calls has
+    done 1 + 2/2 = 2 samples' worth at 5 calls each (a twentieth of its bound); b (same method, not started, 10
+    samples of bound 10) takes that share: 10 x 10 x 1/20 = 5 calls; c (another method) keeps its bound."""
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    now = [0.0]
+    bound = Bound({"a": {"target": 400}, "b": {"target": 100}, "c": {"target": 7}}, {"a": 4, "b": 10, "c": 7})
+    progress = SuiteProgress(bound, show=False, methods={"a": "medfuzz", "b": "medfuzz", "c": "medguard"},
+                             clock=lambda: now[0])
+    assert progress.estimated_total() == 507  # nothing finished: the bounds
+    now[0] = 2.0
+    progress.task_started("e1", "a", 4)
+    for _ in range(3):
+        progress.sample_started("e1")
+    for _ in range(10):
+        progress.model_call("e1", tokens=1)
+    progress.sample_finished("e1")
+    assert progress.pooled_use() == {"medfuzz": 10 / (2 * 100)}
+    # a: 2 samples' worth left at 5 calls = 10; b: 5; c: 7
+    assert progress.estimated_total() == 10 + 10 + 5 + 7
+    now[0] = 12.0  # 10 calls in the 10 s since the first task started: 22 calls to come take 22 s
+    # a's own pace: 1 call a second over its 2 samples in flight, times the 3 it ran at once (3 left): 1.5 a
+    # second, so its 10 calls take 6.7 s, less than the suite's 22 s
+    assert progress.runs["a"].pace(now[0]) == pytest.approx(1.5)
+    assert progress.eta_seconds() == pytest.approx(22.0)
+    assert progress.samples_done() == (1, 21)
+
+
+def test_the_call_rate_is_the_later_half_of_the_time_since_the_first_task() -> None:
+    """10 calls at 1 a second, then 40 at 4 a second: at t = 20 the later half [10, 20] holds the call at 10 and
+    the 40 fast ones, 41 calls in 10 s (the whole run's 50 / 20 = 2.5 a second would be the slow start's pace);
+    with fewer than 20 calls in that half, the whole time since the first task."""
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    now = [0.0]
+    progress = SuiteProgress(Bound({"a": {"target": 100}}, {"a": 10}), show=False, clock=lambda: now[0])
+    progress.task_started("e", "a", 10)
+    for second in range(1, 11):
+        now[0] = float(second)
+        progress.model_call("e", tokens=1)
+    assert progress.call_rate() == pytest.approx(10 / 10)  # 6 calls in [5, 10]: too few, the whole 10 s
+    for quarter in range(1, 41):
+        now[0] = 10 + quarter / 4
+        progress.model_call("e", tokens=1)
+    assert progress.call_rate() == pytest.approx(41 / 10)
+
+
+def test_a_retried_run_forgets_the_samples_its_failed_attempt_had_in_flight() -> None:
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    progress = SuiteProgress(Bound({"a": {"target": 100}}, {"a": 10}), show=False, clock=lambda: 0.0)
+    progress.task_started("first", "a", 10)
+    for _ in range(4):
+        progress.sample_started("first")
+    progress.sample_finished("first")
+    assert progress.runs["a"].in_flight == 3
+    progress.task_started("retry", "a", 10)  # the attempt failed with 3 samples unfinished
+    assert progress.runs["a"].in_flight == 0 and progress.runs["a"].finished == 1
+
+
+def test_the_terminal_bar_shows_this_eta_where_tqdm_would_show_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    from medfuzz.tasks.suite import Bound, eta_text
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    now = [0.0]
+    with SuiteProgress(Bound({"a": {"target": 400}}, {"a": 4}), clock=lambda: now[0]) as progress:
+        progress.task_started("e", "a", 4)
+        progress.sample_started("e")
+        for second in range(1, 11):
+            now[0] = float(second)
+            progress.model_call("e", tokens=1)
+        progress.sample_finished("e")  # 10 calls a sample at 1 a second: 30 calls, 30 s to come
+        assert progress.eta_seconds() == pytest.approx(30.0)
+        assert f"<{eta_text(30.0)}]" in progress._bar.bar_format
+    assert "calls [" in terminal.getvalue()
