@@ -324,9 +324,10 @@ def test_lm_eval_medguard_runs_of_different_metadata_are_separate_and_args_read_
     _lm_eval_medguard(tmp_path / "b", "2026-01-02T00-00-00", {"data": "demo", "medguard_seed": 1})
     runs = load_runs([tmp_path])
     assert sorted((r.label, len(r.results)) for r in runs) == [
-        ("hf:/models/tiny · basic · lm-eval · medguard_seed 1", 2),
-        ("hf:/models/tiny · basic · lm-eval · medguard_seed unset", 2)]
+        ("/models/tiny · basic · lm-eval · medguard_seed 1", 2),  # the served model, as the user named it
+        ("/models/tiny · basic · lm-eval · medguard_seed unset", 2)]
     _lm_eval_medguard(tmp_path / "c", "2026-01-03T00-00-00", {"data": "demo"})  # the same settings: one run
     assert sorted(len(r.sources) for r in load_runs([tmp_path])) == [1, 2]
     card = lm_eval_card(tmp_path / "a" / "results_2026-01-01T00-00-00.json")
-    assert card.facts["model"] == "hf pretrained=tiny, dtype=float32"  # a dict as words, a path as its name
+    # a dict as words, a path as its name
+    assert card.facts["model"] == "/models/tiny (lm-eval --model hf --model_args pretrained=tiny, dtype=float32)"
