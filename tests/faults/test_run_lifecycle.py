@@ -32,7 +32,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).parents[2]
 SMALL = ["--level", "quick", "--limit", "2", "--methods", "baseline,medguard"]
-BASELINE = ["--level", "quick", "--limit", "2", "--methods", "baseline"]  # reuses SMALL's finished baseline run
+BASELINE = ["--level", "quick", "--limit", "2", "--methods", "baseline"]
 STOP_WITHIN = 5.0  # seconds from the signal to the command's exit (issue 26)
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -156,8 +156,8 @@ def copy_of(finished: Path, tmp: Path) -> Path:
 # ------------------------------------------------------------------------------------------------ tests
 
 
-def test_a_failed_lm_eval_half_keeps_the_inspect_summary_and_report(planted, finished, tmp_path: Path) -> None:
-    out = copy_of(finished, tmp_path)
+def test_a_failed_lm_eval_half_keeps_the_inspect_summary_and_report(planted, tmp_path: Path) -> None:
+    out = tmp_path / "out"
     # a model lm-eval does not have, past the checks (--no-preflight): the half fails after the Inspect half
     done = medfuzz_run(["--model", "openai-api/planted/planted", *BASELINE, "--lm-eval", "no-such-lm:x=1",
                         "--no-preflight", "--out", str(out)], planted_env(planted, tmp_path))
@@ -168,8 +168,8 @@ def test_a_failed_lm_eval_half_keeps_the_inspect_summary_and_report(planted, fin
     assert "Traceback" not in done.stdout
 
 
-def test_the_readme_lm_eval_line_works_offline_on_the_planted_server(planted, finished, tmp_path: Path) -> None:
-    out = copy_of(finished, tmp_path)
+def test_the_readme_lm_eval_line_works_offline_on_the_planted_server(planted, tmp_path: Path) -> None:
+    out = tmp_path / "out"
     done = medfuzz_run(["--model", "openai-api/planted/planted", *BASELINE, "--lm-eval", lm_eval_arg(planted),
                         "--no-report", "--out", str(out)], {**planted_env(planted, tmp_path), "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -311,11 +311,14 @@ def _run(args: argparse.Namespace) -> int:
 
     run_stop.install()  # first: an interrupt while the rest loads ends as cleanly as one mid-run
     try:
-        return _run_installed(args)
+        code = _run_installed(args)
     except KeyboardInterrupt:  # before the plan exists (imports, argument checks): nothing ran yet
         run_stop.interrupted_by(KeyboardInterrupt())
         print(f"\nmedfuzz run: stopped by {run_stop.STOP.name} before any run started", flush=True)
-        return run_stop.INTERRUPTED
+        code = run_stop.INTERRUPTED
+    if run_stop.STOP.signum is not None:  # stopping: what finished is written and said; exit now, so that no
+        run_stop.exit_now(code)  # interpreter shutdown (thread joins, atexit writers) runs after the stop
+    return code
 
 
 def _run_installed(args: argparse.Namespace) -> int:

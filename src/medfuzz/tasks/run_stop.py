@@ -116,6 +116,18 @@ def install() -> None:
         signal.signal(stop, _on_interrupt)
 
 
+def exit_now(code: int) -> None:
+    """Flush the console and end the process with ``code`` at once (``os._exit``: no atexit handler, no join of
+    a library's worker thread, no late write after the stop was reported)."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    kill_children(STOP.children)
+    os._exit(code)
+
+
 def interrupted_by(err: BaseException | None = None) -> bool:
     """Whether the command is stopping for a signal (a ``KeyboardInterrupt`` counts as SIGINT)."""
     if isinstance(err, KeyboardInterrupt):
