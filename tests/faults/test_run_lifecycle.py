@@ -295,3 +295,13 @@ def test_an_interrupt_while_the_report_is_written_stops_the_command(signum: int,
     run.wait_for_line("medfuzz run: writing the report")
     _assert_stopped(*run.stop(signum), run.output)
     assert "\nreport: " not in run.output  # the closing line of a finished command
+
+
+def test_a_misspelt_lm_eval_metadata_key_is_one_line(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "medfuzz-lm-eval"
+    done = subprocess.run([str(script), "--model", "medfuzz-planted", "--tasks", "medqa_clean", "--metadata",
+                           '{"data": "demo", "clean_limt": 2}', "--output_path", str(tmp_path / "lm")],
+                          env=_env(tmp_path, {}), capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "medfuzz-lm-eval: medqa_clean: unknown option 'clean_limt' (did you mean 'limit'?) in --metadata.")
