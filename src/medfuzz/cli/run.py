@@ -184,12 +184,13 @@ def _execute(plan: Any, lm: Any, threads: int, report: bool, lm_eval_limits: dic
         cancelled = any(entry.status == "cancelled" for entry in outcome.logs.values())
         if STOP.signum is not None or (cancelled and outcome.config_failure is None):
             raise KeyboardInterrupt  # Inspect ends a run on Ctrl-C and returns what it has
+    if outcome.config_failure is not None:
+        return _config_stop(outcome)
     print(f"Inspect: {len(outcome.logs)} runs in {plan.out / 'inspect'} ({outcome.reused} found finished and "
           f"reused); {progress.calls:,} model calls paid now, {progress.tokens:,} tokens "
           f"[{time.monotonic() - started:.0f} s]", flush=True)
-    problems = _unfinished(outcome)
-    if outcome.config_failure is not None:
-        return _config_stop(outcome, problems)
+    _unfinished(outcome)
+    problems: list[str] = []  # what failed besides the runs (the lm-eval half), repeated at the end
     out_lm = _lm_eval_half(plan, lm, outcome, len(models), lm_eval_limits, problems)
     _summaries(plan, outcome, out_lm)
     index = None
@@ -211,25 +212,22 @@ def _execute(plan: Any, lm: Any, threads: int, report: bool, lm_eval_limits: dic
     return Executed(0 if not problems and outcome.success else 1, outcome.logs, out_lm, index, problems)
 
 
-def _unfinished(outcome: Any) -> list[str]:
+def _unfinished(outcome: Any) -> None:
+    """One line per run that did not finish, its error as text (Inspect records ``repr(exception)``)."""
     from medfuzz.tasks.run_stop import error_text
 
-    lines = []
     for key, entry in outcome.logs.items():
         if entry.status != "success":
             reason = error_text(entry.error.message) if entry.error else ""
-            lines.append(f"{key}: {entry.status}{': ' + reason if reason else ''}")
-    for line in lines:
-        print(f"  {line}", flush=True)
-    return lines
+            print(f"  {key}: {entry.status}{': ' + reason if reason else ''}", flush=True)
 
 
-def _config_stop(outcome: Any, problems: list[str]) -> Executed:
+def _config_stop(outcome: Any) -> Executed:
     """A configuration failure ended the eval set: say what to fix; resuming before that cannot help."""
     print(f"medfuzz run: stopped: {outcome.config_failure}", file=sys.stderr, flush=True)
     print("medfuzz run: fix the model's URL, key or name above, then run the same command again (finished runs "
           "and samples are reused)", file=sys.stderr, flush=True)
-    return Executed(1, outcome.logs, problems=[*problems, outcome.config_failure])
+    return Executed(1, outcome.logs, problems=[outcome.config_failure])
 
 
 def _lm_eval_half(plan: Any, lm: Any, outcome: Any, n_models: int, lm_eval_limits: dict[str, int] | None,
