@@ -67,7 +67,10 @@ def test_lm_eval_model_names_and_remote_tokenizer_are_checked(planted: PlantedSe
     with pytest.raises(PreflightError, match=r"lm-eval has no model of this name \(did you mean 'local-completions'"):
         check_lm_eval("local-completion", "")
     args = f"model=planted,base_url={planted.base_url}/completions,tokenizer_backend=remote"
-    assert check_lm_eval("local-completions", args)[-1] == "lm-eval local-completions: the server's tokenizer answers"
+    assert check_lm_eval("local-completions", args)[1:] == ["lm-eval local-completions: the server serves planted",
+                                                           "lm-eval local-completions: the server's tokenizer answers"]
+    with pytest.raises(PreflightError, match=r"does not serve model='plantd' \(it lists planted, planted-attacker\)"):
+        check_lm_eval("local-completions", args.replace("model=planted", "model=plantd"))
     port = closed_port()
     with pytest.raises(PreflightError, match="cannot reach"):
         check_lm_eval("local-completions", f"model=m,base_url=http://127.0.0.1:{port}/v1/completions,"

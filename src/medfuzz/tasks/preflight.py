@@ -187,6 +187,7 @@ def _check_api_model(model: str, args: dict[str, Any], timeout: float) -> list[s
         except OSError as err:
             raise PreflightError(f"--lm-eval {model}: {_unreachable(base_url, err)}") from None
         lines.append(f"lm-eval {model}: {root} answers")
+        lines += _served_model(model, base_url, str(args.get("model") or ""), timeout)
     backend = str(args.get("tokenizer_backend", "huggingface"))
     if backend == "remote":
         from lm_eval.utils import RemoteTokenizer
@@ -201,6 +202,22 @@ def _check_api_model(model: str, args: dict[str, Any], timeout: float) -> list[s
         name = str(args.get("tokenizer") or args.get("model") or args.get("pretrained") or "")
         lines.append(_check_hf_tokenizer(model, name))
     return lines
+
+
+def _served_model(model: str, base_url: str, name: str, timeout: float) -> list[str]:
+    """The server's ``/v1/models`` listing, when it has one, must list the model lm-eval will ask for."""
+    head, sep, _ = base_url.partition("/v1/")
+    if not sep or not name:
+        return []
+    try:
+        status, body = _request(f"{head}/v1/models", None, timeout=timeout)
+    except OSError:
+        return []
+    served = [str(m.get("id")) for m in (body or {}).get("data", []) if isinstance(m, dict)] if status == 200 else []
+    if served and name not in served:
+        raise PreflightError(f"--lm-eval {model}: the server does not serve model={name!r} (it lists "
+                             f"{', '.join(served[:8])}): check the model name")
+    return [f"lm-eval {model}: the server serves {name}"] if served else []
 
 
 def _check_hf_tokenizer(model: str, name: str) -> str:
