@@ -52,9 +52,9 @@ def run_demo(plan: DemoPlan) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from medfuzz.cli.serve import stop_servers_on_signals
+    from medfuzz.tasks import run_stop
 
-    stop_servers_on_signals()  # leave the server's ``with`` block instead of orphaning it
+    run_stop.install()  # one interrupt stops the demo as it stops medfuzz run (and its server: no orphan)
     return run_demo(DemoPlan(out=Path(args.out).resolve(), threads=args.threads, limit=args.limit, quick=args.quick))
 
 

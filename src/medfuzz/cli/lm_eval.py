@@ -59,7 +59,12 @@ def main() -> None:
     register_models()
     from lm_eval.__main__ import cli_evaluate
 
-    cli_evaluate()
+    from medfuzz.errors import MedfuzzError
+
+    try:
+        cli_evaluate()
+    except MedfuzzError as err:  # a misspelt --metadata option, a bad data file: one line, not a traceback
+        raise SystemExit(f"medfuzz-lm-eval: {err}") from None
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ class LocalServer:
 PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: ask the kernel to send SIGTERM when the parent dies (survives exec)."""
     import ctypes
 
@@ -180,7 +180,9 @@ def launch_server(
     port = port or free_port()
     log_path = log_path or cache_dir() / f"server-{port}.log"
     command = [
-        sys.executable, "-m", "llama_cpp.server",
+        # -I: an isolated interpreter (no working directory or user site on sys.path, no PYTHON* variables), so
+        # a ``secrets.py`` in the user's folder cannot shadow a standard module in the server
+        sys.executable, "-I", "-m", "llama_cpp.server",
         "--model", str(model_path),
         "--model_alias", MODEL_ALIAS,
         "--host", "127.0.0.1",
@@ -196,7 +198,7 @@ def launch_server(
     # so that it never outlives us even when we are killed outright (SIGKILL, a test's time-out)
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                env=model_environment(),
-                               preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                               preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
     server = LocalServer(process=process, port=port, model_path=model_path, log_path=log_path)
     deadline = time.monotonic() + startup_timeout
     try:

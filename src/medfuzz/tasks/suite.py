@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medfuzz.errors import MedfuzzError
 from medfuzz.options import ConfigError
 
 log = logging.getLogger(__name__)
@@ -441,6 +442,7 @@ class SuiteOutcome:
     logs: dict[str, Any]  # label -> EvalLog (header)
     reused: int  # runs eval_set found finished in the folder
     calls: int  # model calls this invocation made (cache hits not counted)
+    config_failure: str | None = None  # a configuration failure (bad URL / key / model) ended the eval set
 
 
 def finished_logs(log_dir: Path) -> set[str]:
@@ -454,6 +456,20 @@ def finished_logs(log_dir: Path) -> set[str]:
             if header.status == "success":
                 done.add(header.location)
     return done
+
+
+def finished_labels(log_dir: Path) -> list[str]:
+    """The suite labels of the successful runs in the folder (what an interrupted command had finished)."""
+    from inspect_ai.log import list_eval_logs, read_eval_log
+
+    labels = []
+    if log_dir.is_dir():
+        for info in list_eval_logs(str(log_dir)):
+            header = read_eval_log(info, header_only=True)
+            label = (header.eval.metadata or {}).get(SUITE_KEY)
+            if header.status == "success" and label:
+                labels.append(label)
+    return sorted(set(labels))
 
 
 def samples_done_before(log_dir: Path, built: Sequence[tuple[SuiteRun, Any]], models: Sequence[str]) -> dict[str, int]:
@@ -496,6 +512,13 @@ def eval_set_args(plan: SuitePlan) -> dict[str, Any]:
     for name in ("max_connections", "attempt_timeout", "max_samples", "max_tasks", "retry_attempts"):
         if settings[name] is not None:
             args[name] = settings[name]
+    import os
+
+    if "INSPECT_EVAL_CTL_SERVER" not in os.environ:
+        # Inspect's control server (uvicorn) takes SIGINT and SIGTERM while it serves and raises them again only
+        # once it has shut down, so a stop signal would reach medfuzz run's handlers late (run_stop); a user who
+        # wants `inspect ctl` turns it on with INSPECT_EVAL_CTL_SERVER=true
+        args["ctl_server"] = False
     return args
 
 
@@ -505,18 +528,37 @@ def run_suite(plan: SuitePlan, built: Sequence[tuple[SuiteRun, Any]], models: Se
     model strings (the embedded server's, once started)."""
     from inspect_ai import eval_set
 
+    from medfuzz.tasks.run_stop import STOP, register_hooks, restore_sigint
+
+    register_hooks()
     log_dir = plan.out / "inspect"
     before = finished_logs(log_dir)
-    success, logs = eval_set([task for _, task in built], log_dir=str(log_dir),
-                             model=list(models) if len(models) > 1 else models[0],
-                             model_roles=plan.model_roles() or None, **eval_set_args(plan))
+    try:
+        success, logs = eval_set([task for _, task in built], log_dir=str(log_dir),
+                                 model=list(models) if len(models) > 1 else models[0],
+                                 model_roles=plan.model_roles() or None, **eval_set_args(plan))
+    except KeyboardInterrupt:
+        if STOP.config_failure is None or STOP.signum is not None:
+            raise
+        success, logs = False, _latest_logs(log_dir)  # ended by a configuration failure, not by the user
+    finally:
+        restore_sigint()
     by_label = {}
     for entry in logs:
         label = (entry.eval.metadata or {}).get(SUITE_KEY)
         if label:
             by_label[run_key(label, entry.eval.model, several=len(models) > 1)] = entry
     reused = sum(entry.location in before for entry in logs)
-    return SuiteOutcome(success=success, logs=by_label, reused=reused, calls=progress.calls if progress else 0)
+    return SuiteOutcome(success=success, logs=by_label, reused=reused, calls=progress.calls if progress else 0,
+                        config_failure=STOP.config_failure)
+
+
+def _latest_logs(log_dir: Path) -> list[Any]:
+    """The newest log header of every run in the folder (oldest first, so a later one replaces it by label)."""
+    from inspect_ai.log import list_eval_logs, read_eval_log
+
+    headers = [read_eval_log(info, header_only=True) for info in list_eval_logs(str(log_dir))]
+    return sorted(headers, key=lambda h: h.eval.created)
 
 
 def write_settings(plan: SuitePlan, suite_bound: Bound) -> Path:
@@ -556,6 +598,9 @@ class LmEvalPlan:
         model, _, args = text.partition(":")
         if not model:
             raise ConfigError(f"--lm-eval {text!r}: expected MODEL or MODEL:MODEL_ARGS (e.g. hf:pretrained=NAME)")
+        from medfuzz.tasks.lm_eval._options import refuse_secret_model_args
+
+        refuse_secret_model_args(args, where="--lm-eval")  # before the Inspect half, and before it is printed
         return cls(model, args)
 
 
@@ -582,11 +627,38 @@ def lm_eval_tasks(plan: SuitePlan, fuzzed_log: Path | None) -> tuple[list[str], 
     return tasks, metadata
 
 
+class LmEvalFailed(MedfuzzError):
+    """The lm-eval half ended with a non-zero exit: ``cause`` is its last error line, ``tail`` its log's end."""
+
+    def __init__(self, code: int, log_file: Path, cause: str, tail: list[str]) -> None:
+        super().__init__(f"lm-eval half failed (exit {code}): {cause}")
+        self.code, self.log_file, self.cause, self.tail = code, log_file, cause, tail
+
+    def block(self) -> list[str]:
+        """The failure as one block for the console: the cause, the log's last lines, where the whole log is."""
+        return [f"{self}", *(f"  | {line}" for line in self.tail), f"  (whole log: {self.log_file})"]
+
+
+def lm_eval_failure(code: int, log_file: Path, tail_lines: int = 12) -> LmEvalFailed:
+    """What a failed lm-eval run says: its last exception line (``ValueError: ...``) as the cause."""
+    import re
+
+    lines = [line.rstrip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
+    causes = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*", line)]
+    cause = causes[-1] if causes else (lines[-1] if lines else "no output")
+    return LmEvalFailed(code, log_file, cause[:500], [line[:300] for line in lines[-tail_lines:]])
+
+
 def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_file: Path,
-                limits: Mapping[str, int] | None = None, model_label: str | None = None) -> Path:
+                limits: Mapping[str, int] | None = None, model_label: str | None = None,
+                children: list[Any] | None = None) -> Path:
     """The lm-eval half through ``medfuzz-lm-eval`` in a subprocess (lm-eval's CLI, results + samples in
     ``OUT/lm-eval``); its request cache (``--use_cache``) makes a re-run pay nothing for finished requests.
-    ``model_label`` (the Inspect half's model) goes into ``--metadata`` as the model's name in the report."""
+    ``model_label`` (the Inspect half's model) goes into ``--metadata`` as the model's name in the report.
+
+    The subprocess runs in its own session (a terminal's Ctrl-C reaches only this process, which stops it and
+    its children as one process group) and is registered in ``children`` for a forced exit. Raises
+    ``LmEvalFailed`` when it fails, ``KeyboardInterrupt`` (after stopping it) when interrupted."""
     import os
     import shutil
     import subprocess
@@ -606,9 +678,39 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
                "--use_cache", str(plan.out / "lm-eval-cache" / "requests")]
     (plan.out / "lm-eval-cache").mkdir(parents=True, exist_ok=True)
     print(f"$ {' '.join(command)}", flush=True)
+    from medfuzz.models.local import die_with_parent
+
     with log_file.open("w") as handle:
-        result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ})
-    if result.returncode != 0:
-        tail = log_file.read_text(errors="replace")[-3000:]
-        raise SystemExit(f"lm-eval failed (exit {result.returncode}); log {log_file}:\n{tail}")
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ},
+                                   start_new_session=True,
+                                   preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
+        if children is not None:
+            children.append(process)
+        try:
+            code = process.wait()
+        except BaseException:  # Ctrl-C / SIGTERM / SIGHUP: stop lm-eval and whatever it started, then go on
+            stop_process_group(process)
+            raise
+    if code != 0:
+        raise lm_eval_failure(code, log_file)
     return out
+
+
+def stop_process_group(process: Any, grace: float = 1.5) -> None:
+    """SIGTERM to the process group a child leads (it was started in its own session), SIGKILL after
+    ``grace`` seconds; returns when the child has exited."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+
+    for stop, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, stop)
+        try:
+            process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the leader is gone; its children may not be
+            os.killpg(process.pid, signal.SIGKILL)
+        return
