@@ -57,12 +57,12 @@ def test_lm_eval_samples_are_read_per_task_not_by_prefix(tmp_path):
 def test_report_finds_nothing_in_a_baseline_only_folder(tmp_path, capsys):
     (tmp_path / "logs").mkdir()
     assert main(["report", str(tmp_path / "logs"), "--out", str(tmp_path / "out")]) == 1
-    assert "no MedFuzz, TCES or MedGuard results" in capsys.readouterr().out
+    assert "no MedFuzz, TCES or MedGuard results" in capsys.readouterr().err  # a problem: on stderr
 
 
 def test_report_rejects_a_missing_path(tmp_path):
     import pytest
 
-    with pytest.raises(FileNotFoundError, match="no such log file or folder"):
+    with pytest.raises(SystemExit, match=r"medfuzz report: .*absent: no such log file or folder"):  # one line
         main(["report", str(tmp_path / "absent"), "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()  # a refused command leaves no empty report folder behind

@@ -140,11 +140,15 @@ def test_medfuzz_run_passes_its_model_to_the_lm_eval_half(tmp_path: Path, monkey
 
     commands: list[list[str]] = []
 
-    def fake_run(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
-        commands.append(command)
-        return subprocess.CompletedProcess(command, 0)
+    class FakeLmEval:  # the lm-eval subprocess, as run_lm_eval starts it (its own session), finishing at once
+        def __init__(self, command: list[str], **_: Any) -> None:
+            commands.append(command)
+            self.pid = 0
 
-    monkeypatch.setattr(subprocess, "run", fake_run)
+        def wait(self, timeout: float | None = None) -> int:
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", FakeLmEval)
     plan = SuitePlan(model="openai-api/vllm/org/m", out=tmp_path, data="demo", methods=("baseline",))
     run_lm_eval(plan, LmEvalPlan("local-completions", "model=org/m"), None, tmp_path / "lm-eval.out",
                 model_label="openai-api/vllm/org/m")
