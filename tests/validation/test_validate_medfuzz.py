@@ -32,6 +32,8 @@ def test_every_medfuzz_check_passes_at_ci_size(ci_outcome):
                      "sequential (default): p-values recomputed", "fixed: p-values recomputed",
                      "sequential (default): share significant <= 0.05 (null, one-sided)",
                      "share significant by the paper's b/M (null)", "power", "holm adjusted p-values",
+                     "sequential (default): share with the paper's b/M observed (all M drawn; null)",
+                     "sequential (default): share significant by the paper's b/M (observed only; null)",
                      "sequential controls = prefix of the fixed stream"):
         assert expected in names, expected
     # the default configuration is what runs: sequential policy, M = 30, alpha = 0.05
@@ -40,7 +42,8 @@ def test_every_medfuzz_check_passes_at_ci_size(ci_outcome):
     defaults = MedFuzzConfig()
     assert (defaults.controls_policy, defaults.controls, defaults.alpha) == ("sequential", 30, 0.05)
     assert {row.label for row in ci_outcome.calibration} == {
-        "sequential h/l (default), M=30", "fixed (b+1)/(M+1), M=30", "fixed b/M (paper), M=30"}
+        "sequential h/l (default), M=30", "sequential: paper's b/M observed, M=30", "fixed (b+1)/(M+1), M=30",
+        "fixed b/M (paper), M=30"}
 
 
 def test_expected_accuracy_matches_a_hand_computation():
@@ -64,6 +67,7 @@ def test_recompute_by_hand():
     assert (fixed.p_value, fixed.p_value_paper, fixed.usable, fixed.stopped) == (3 / 5, 2 / 4, 4, False)
     seq = vm.recompute(0.9, 0.3, hats, "sequential", h=1, min_controls=3)
     assert (seq.p_value, seq.used, seq.stopped) == (1 / 2, 2, True)  # first exceedance at draw 2: h/l = 1/2
+    assert seq.p_value_paper is None  # b over all the controls: never observed after the stop
     seq2 = vm.recompute(0.9, 0.3, hats, "sequential", h=2, min_controls=3)
     assert (seq2.p_value, seq2.used) == (2 / 3, 3)
     # no exceedance: (0 + 1) / (n + 1), tested only with enough usable controls

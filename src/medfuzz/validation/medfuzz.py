@@ -207,7 +207,7 @@ class Recomputed:
     """What the recorded controls imply for one successful attack."""
 
     p_value: float | None  # None: untested
-    p_value_paper: float | None  # b / M over the controls the p-value used (h / l when stopped)
+    p_value_paper: float | None  # b / M over all the controls; None when a sequential test stopped early
     usable: int  # usable controls recorded
     used: int  # controls the p-value counts (l when stopped, else all usable)
     stopped: bool  # the h-th exceedance was reached (sequential)
@@ -218,7 +218,8 @@ def recompute(p0: float | None, pa: float | None, hats: Sequence[float | None], 
     """The p-value of one attack from its p-hats, controls in draw order, unusable ones (None) left out.
     Sequential: h / l at the h-th exceedance (the l-th usable control), else (b + 1) / (n + 1) over all n
     usable; fixed: (b + 1) / (n + 1). Tested when the h-th exceedance was reached or n >= the minimum;
-    never without p-hats of the original and the attack."""
+    never without p-hats of the original and the attack. The paper's b / n only where all controls were drawn
+    (not after a sequential stop)."""
     usable = [x for x in hats if x is not None]
     if p0 is None or pa is None or not usable:
         return Recomputed(None, None, len(usable), 0, False)
@@ -227,7 +228,7 @@ def recompute(p0: float | None, pa: float | None, hats: Sequence[float | None], 
     for draw, hat in enumerate(usable, start=1):
         b += abs(hat - p0) >= d_attack - _TIE
         if policy == "sequential" and b == h:
-            return Recomputed(h / draw, h / draw, len(usable), draw, True)
+            return Recomputed(h / draw, None, len(usable), draw, True)  # b over all M: never observed
     if len(usable) < min_controls and b < h:
         return Recomputed(None, None, len(usable), len(usable), False)
     return Recomputed((b + 1) / (len(usable) + 1), b / len(usable), len(usable), len(usable), False)
@@ -449,6 +450,18 @@ def null_checks(label: str, tested: Sequence[Tested], scores: Sequence[ItemScore
                                     note=f"exact null rate {exact:.4g} at M={m}: first exceedance at draw >= "
                                          f"{math.ceil(rule_h(alpha, m) / alpha - 1e-9)} or none"))
         rows.append(Calibration(f"sequential h/l (default), M={m}", hits, n, exact, alpha))
+        # the paper's b/M under the default policy: observed only where no stop came (b < h over all M), and
+        # significant there iff b <= floor(alpha M); b is uniform on 0..M under the null
+        h = rule_h(alpha, m)
+        observed, paper_rate = h / (m + 1), (min(h - 1, math.floor(alpha * m + 1e-9)) + 1) / (m + 1)
+        checks.append(proportion_check(METHOD, f"{label}: share with the paper's b/M observed (all M drawn; null)",
+                                       observed, int(pooled["paper_observed"]), n,
+                                       note=f"P(b < h = {h}) = h/(M+1): no stop; stopped tests: not observed"))
+        checks.append(proportion_check(METHOD, f"{label}: share significant by the paper's b/M (observed only; null)",
+                                       paper_rate, hits_paper, n,
+                                       note="P(b < h and b <= floor(aM)) = the valid test's b = 0 at h = 1, "
+                                            "not the paper's 2/31"))
+        rows.append(Calibration(f"sequential: paper's b/M observed, M={m}", hits_paper, n, paper_rate, alpha))
         mean, sd = null_moments(m, alpha, "sequential")
         measured = float(np.mean([t.p_value for t in valid])) if valid else math.nan
         checks.append(mean_check(METHOD, f"{label}: mean null p-value", mean, measured,
