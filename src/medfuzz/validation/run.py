@@ -4,7 +4,8 @@ MedFuzz runs with its **default** significance test (the sequential policy: Besa
 alpha = 0.05) and, as a second row where the numbers differ, the fixed policy (all M controls, (b + 1)/(M + 1),
 with the paper's b/M beside it). Two departures from the defaults keep the runs fast and do not touch the
 test: p-hat from the letter alone (``pvalue_prompt="direct"``) over fewer option orders, and no in-context
-exemplars.
+exemplars. The default p-hat estimator itself (dialog prompt, 5 orders, exemplars; letter log-probabilities
+present and absent) is checked on its own (``validation/phat.py``).
 
 ``ci`` runs in seconds (the test suite runs it, and the mutation test runs it once per planted defect);
 ``full`` takes minutes: about 5,000 tested null attacks under the default policy (its one-sided check tells
@@ -56,6 +57,8 @@ PLANS: dict[str, Plan] = {
     "full": Plan(items=100, fixed_items=100, null_items=2_200, fixed_null_items=1_000, option_orders=3,
                  curve=(0.0, 0.1, 0.2, 0.3, 0.4), curve_items=40, mc=20_000),
 }
+# items of the default p-hat estimator's checks (validation/phat.py: the dialog prompt, 5 orders, exemplars)
+PHAT_ITEMS: dict[str, int] = {"ci": 60, "full": 200}
 # the attacker of the δ run writes a malformed reply with this probability (the bundled spec: 0.1), so with the
 # default 2 retries about 6 % of turns end in an LLM error: enough that the rule "LLM-error replicates are
 # dropped" (post-attack accuracy) and its upper bound (errors counted correct) are told apart by the checks
@@ -233,9 +236,11 @@ def write(outcome: Outcome, out: Path, size: str, seed: int) -> dict[str, Path]:
 def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> Outcome:
     from medfuzz.validation.exact import exact_checks
     from medfuzz.validation.medguard import validate_medguard
+    from medfuzz.validation.phat import phat_checks
     from medfuzz.validation.tces import validate_tces
 
     outcome = validate_medfuzz(size, seed, spec)
+    outcome.checks += phat_checks(PHAT_ITEMS[size], seed, spec)
     outcome.checks += validate_tces(size, seed, spec)
     outcome.checks += validate_medguard(n=100, seed=seed)
     outcome.checks += exact_checks(outcome.alpha)
