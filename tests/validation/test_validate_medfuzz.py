@@ -241,3 +241,19 @@ def test_calibration_rows_have_exact_intervals():
     row = vm.Calibration("x", 100, 2000, 0.05, 0.05)
     low, high = row.interval()
     assert low < 0.05 < high and math.isclose(row.share, 0.05)
+
+
+def test_the_fixed_policy_statistical_null_checks_state_their_power():
+    """At full size (not ci) the fixed policy's null rows are checks, each with its defect and power."""
+    spec = PlantedSpec.load().with_target(data="none", delta=0.0)
+    config = medfuzz_config(PLANS["ci"], 0, "fixed")
+    results = vm.run_engine(synthetic_items(20, seed=6), spec, config)
+    scores = vm.score(results, config)
+    tested = vm.tested_attacks(results, scores, config)
+    checks, rows = vm.null_checks("null, fixed", tested, scores, config, statistical=True)
+    assert [c.statistic for c in checks] == ["null, fixed: share significant, (b+1)/(M+1) (null)",
+                                             "null, fixed: share significant by the paper's b/M (null)",
+                                             "null, fixed: mean of the paper's b/M (null)"]
+    assert all(c.defect and 0.0 <= c.power <= 1.0 for c in checks)
+    assert len(rows) == 2
+    assert vm.null_checks("null, fixed", tested, scores, config, statistical=False) == ([], rows)
