@@ -3,7 +3,7 @@
 Each mutation replaces exactly one occurrence of a line fragment in a temporary copy of ``src/medfuzz`` and
 runs ``python -m medfuzz validate --size ci`` with ``PYTHONPATH`` pointing at the copy: the run must exit
 non-zero. The unmutated copy must exit 0 (one baseline run, first: it also fills the embedding cache the
-parallel runs then share). Two runs at a time (the CI machines have two cores); 21 runs of ~20 s of CPU
+parallel runs then share). Two runs at a time (the CI machines have two cores); 30 runs of ~20 s of CPU
 each, so the test is marked slow. ``MEDFUZZ_MUTATION_REPORT=path.json`` writes the failed rows per defect.
 
 A mutation that needs a check living on another branch is ``xfail`` while that check is absent (the
