@@ -46,7 +46,18 @@ from medfuzz.scorers import stats
 from medfuzz.scorers import tces as tces_scorer
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
-from medfuzz.validation.checks import LEVEL, Check, Size, count_check, exact_check, proportion_check, z
+from medfuzz.validation.checks import (
+    LEVEL,
+    Check,
+    Size,
+    binomial_power,
+    count_check,
+    exact_check,
+    normal_power,
+    proportion_check,
+    with_power,
+    z,
+)
 from medfuzz.validation.items import synthetic_items
 
 METHOD = "TCES"
@@ -325,8 +336,12 @@ def asr_checks(regime: str, run: Run, budget: int) -> list[Check]:
         reps = run.simulated.query.shape[1]
         mc_sd = 0.0 if exact else math.sqrt(float(np.sum(per_item * (1 - per_item))) / reps) / len(per_item)
         note = "exact: sum of Eq. 3 probabilities over the winners" if exact else f"Monte Carlo, {reps} per item"
-        checks.append(proportion_check(METHOD, f"{regime}: ASR@{b} {run.label}", planted,
-                                       round(measured[b - 1] * attacked), attacked, note=note, extra_sd=mc_sd))
+        check = proportion_check(METHOD, f"{regime}: ASR@{b} {run.label}", planted,
+                                 round(measured[b - 1] * attacked), attacked, note=note, extra_sd=mc_sd)
+        # the defect: a query counted one budget step late (q < b instead of q <= b): ASR@(b-1), 0 at b = 1
+        short = float(np.mean(run.simulated.asr_at(b - 1))) if b > 1 else 0.0
+        checks.append(with_power(check, "a success counted one query late (q < b: ASR@(b-1))",
+                                 binomial_power(check, short)))
     return checks
 
 
@@ -339,9 +354,12 @@ def ordering_check(regime: str, faster: Run, slower: Run, k: int = 1) -> Check:
     se = math.sqrt(float(np.sum(p * (1 - p)) + np.sum(q * (1 - q)))) / len(p)
     measured = (tces_scorer.asr_by_budget(faster.records, k)[k - 1]
                 - tces_scorer.asr_by_budget(slower.records, k)[k - 1])
-    return Check(METHOD, f"{regime}: ASR@{k} {faster.label} minus {slower.label} (> 0: found faster)", planted,
-                 measured, max(planted - z() * se, 1e-9), planted + z() * se, len(p),
-                 note="the interval is cut at 0: the planted regime must be found faster", lowest=-1.0, highest=1.0)
+    check = Check(METHOD, f"{regime}: ASR@{k} {faster.label} minus {slower.label} (> 0: found faster)", planted,
+                  measured, max(planted - z() * se, 1e-9), planted + z() * se, len(p),
+                  note="the interval is cut at 0: the planted regime must be found faster", lowest=-1.0, highest=1.0)
+    # the defect: the samplers' regimes swapped (the sign of n flipped): the difference is -planted
+    return with_power(check, "the regimes swapped (PDWS n of the wrong sign)",
+                      normal_power(check, -planted, se * math.sqrt(len(p))))
 
 
 def _simulated_runs(run: Run) -> list[np.ndarray]:
