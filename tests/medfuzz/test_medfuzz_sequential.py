@@ -39,7 +39,9 @@ def test_besag_clifford_p_value_by_hand():
     controls = [0.8, 0.3, 0.2, 0.7]
     seq = permutation_p_value(0.9, 0.3, controls, stop_at=2)
     assert (seq.exceedances, seq.controls, seq.scored) == (2, 3, 4) and seq.stopped_early
-    assert seq.p_value == pytest.approx(2 / 3) and seq.p_value_paper == pytest.approx(2 / 3)  # h / l
+    # h / l; the paper's b / M over all M is not observed after a stop (the fourth control was never counted)
+    assert seq.p_value == pytest.approx(2 / 3) and seq.p_value_paper is None
+    assert seq.to_dict()["p_value_paper"] is None and seq.to_dict()["stopped_early"]
     # h not reached: (b + 1) / (M + 1) over the controls drawn; the paper's b / M beside it
     seq = permutation_p_value(0.9, 0.3, [0.8, None, 0.85, 0.2], stop_at=2)
     assert (seq.exceedances, seq.controls) == (1, 3) and not seq.stopped_early
@@ -189,6 +191,10 @@ async def test_sequential_stops_at_h_exceedances_and_agrees_with_fixed():
     # h = 1 exceedance (control 2, the second drawn) reached in the first batch of 5: stop there
     assert calls == 5 and sig.controls_attempted == 5 and sig.stopped == "h_exceedances" and sig.stop_at == 1
     assert scored.evidence[0].p_value == pytest.approx(1 / 2)  # Besag-Clifford h / l, l = 2
+    # the paper's b / M over all 30 controls was never observed (28 not drawn): None, counted as such
+    assert scored.evidence[0].p_value_paper is None
+    assert scored.value["paper_observed"] == 0 and scored.value["significant_paper"] == 0
+    assert scored.explanation.endswith("p=0.5 (paper's b/M not observed (stopped early))")
     assert sig.target_calls == 2 * (1 + 1 + 5)  # p0, attack, 5 controls; 2 orders, 1 call each (direct)
     fixed_calls, fixed_sig, fixed_scored = outcomes["fixed"]
     assert fixed_calls == 30 and fixed_sig.stopped == "" and fixed_sig.stop_at == 1
@@ -209,6 +215,7 @@ async def test_sequential_runs_to_m_when_no_control_exceeds():
     assert untested is None and test.p_value == pytest.approx(1 / 31) and test.p_value_paper == 0.0
     scored = await score_item(result, turns=1, pack=engine_for(attacker).pack)
     assert scored.value["significant"] == 1 and scored.value["significant_paper"] == 1
+    assert scored.value["paper_observed"] == 1  # all 30 drawn: b / M observed
     # one line per replicate for `inspect view`: outcome, turn, valid p-value and the paper's
     assert scored.explanation == "r0 success at turn 1, p=0.0323 (paper's b/M 0)"
 

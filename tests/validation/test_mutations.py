@@ -3,7 +3,7 @@
 Each mutation replaces exactly one occurrence of a line fragment in a temporary copy of ``src/medfuzz`` and
 runs ``python -m medfuzz validate --size ci`` with ``PYTHONPATH`` pointing at the copy: the run must exit
 non-zero. The unmutated copy must exit 0 (one baseline run, first: it also fills the embedding cache the
-parallel runs then share). Two runs at a time (the CI machines have two cores); 21 runs of ~20 s of CPU
+parallel runs then share). Two runs at a time (the CI machines have two cores); 30 runs of ~20 s of CPU
 each, so the test is marked slow. ``MEDFUZZ_MUTATION_REPORT=path.json`` writes the failed rows per defect.
 
 A mutation that needs a check living on another branch is ``xfail`` while that check is absent (the
@@ -70,6 +70,19 @@ MUTATIONS: tuple[Mutation, ...] = (
              "if not significant((b + 1) / (controls + 1), alpha))",
              "if not significant(b / (controls + 1), alpha))",
              "h = 2 instead of 1: recomputed sequential p-values"),
+    Mutation("paper_column_copies_h_over_l", "scorers/stats.py",
+             "p_value=p, p_value_paper=None,", "p_value=p, p_value_paper=p,",
+             "the paper's b/M of a stopped sequential test: not observed (None), recomputed attack by attack"),
+    Mutation("p_hat_ignores_letter_logprobs", "solvers/medfuzz/controls.py",
+             "    if letter_logprobs:", "    if letter_logprobs and False:",
+             "default dialog p-hat with log-probabilities present: every draw read as a sampled letter"),
+    Mutation("p_hat_logprob_of_the_wrong_letter", "solvers/medfuzz/controls.py",
+             "return normalise(letter_logprobs, shown.letters)[shown.answer], \"logprobs\"",
+             "return normalise(letter_logprobs, shown.letters)[item.answer], \"logprobs\"",
+             "p-hat from the key's letter before the option shuffle (log-probabilities present)"),
+    Mutation("p_hat_sampled_wrong_letter", "solvers/medfuzz/controls.py",
+             "return float(answer == shown.answer), \"sampling\"", "return float(answer == item.answer), \"sampling\"",
+             "p-hat from the key's letter before the option shuffle (log-probabilities absent)"),
     Mutation("significant_strict", "scorers/stats.py",
              "return p is not None and not math.isnan(p) and p <= alpha * (1.0 + _ALPHA_REL_TOLERANCE)",
              "return p is not None and not math.isnan(p) and p < alpha",
@@ -83,6 +96,17 @@ MUTATIONS: tuple[Mutation, ...] = (
              "query counts of every TCES attack against B"),
     Mutation("tces_asr_at_b_strict", "scorers/tces.py",
              "np.sum(hits <= b)", "np.sum(hits < b)", "ASR@1 and ASR@8 against the planted values"),
+    Mutation("tces_asr_over_every_evaluated_item", "scorers/tces.py",
+             "asr=_ratio(len(successes), attacked),", "asr=_ratio(len(successes), evaluated),",
+             "TCES ASR with half the items planted wrong clean: successes / attacked, exact"),
+    Mutation("tces_asr_at_b_over_every_record", "scorers/tces.py",
+             "return [_ratio(int(np.sum(hits <= b)), len(attacked))",
+             "return [_ratio(int(np.sum(hits <= b)), len(records))",
+             "TCES ASR@1 and ASR@B with half the items planted wrong clean: over the attacked items, exact"),
+    Mutation("tces_accuracy_after_attack_over_attacked", "scorers/tces.py",
+             'attacked_accuracy=_ratio(outcomes["attack_failed"], evaluated),',
+             'attacked_accuracy=_ratio(outcomes["attack_failed"], attacked),',
+             "TCES accuracy after the attack with half the items planted wrong clean: over every evaluated item"),
     Mutation("asr_denominator_every_usable_replicate", "scorers/medfuzz.py",
              '"attack_success_rate": (total("success"), total("success") + total("attack_failed"))}',
              '"attack_success_rate": (total("success"), total("valid"))}', "attack success rate"),
@@ -106,6 +130,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("mcnemar_no_continuity_correction", "scorers/stats.py",
              "statistic = (abs(b - c) - 1.0) ** 2 / m", "statistic = (b - c) ** 2 / m",
              "McNemar chi-square p-value against erfc"),
+    Mutation("mcnemar_switch_at_or_below_25", "scorers/stats.py",
+             "use_exact = m < 25 if exact is None else exact", "use_exact = m <= 25 if exact is None else exact",
+             "McNemar's automatic choice at b+c = 25 (exact instead of chi-square) against statsmodels"),
+    Mutation("mcnemar_switch_below_24", "scorers/stats.py",
+             "use_exact = m < 25 if exact is None else exact", "use_exact = m < 24 if exact is None else exact",
+             "McNemar's automatic choice at b+c = 24 (chi-square instead of exact) against statsmodels"),
     Mutation("guess_accuracy_one_over_mean_k", "scorers/stats.py",
              "return sum(shares) / len(shares) if shares else None",
              "return len(shares) / sum(1 / s for s in shares) if shares else None",

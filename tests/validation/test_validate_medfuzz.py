@@ -8,13 +8,23 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 import medfuzz.scorers.medfuzz as scorer_module
 from medfuzz.models.planted import PlantedSpec
 from medfuzz.scorers import stats
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.validation import medfuzz as vm
-from medfuzz.validation.checks import Check, at_most_check, format_table, proportion_check, suite_errors
+from medfuzz.validation.checks import (
+    Check,
+    at_most_check,
+    binomial_power,
+    format_table,
+    mean_check,
+    normal_power,
+    proportion_check,
+    suite_errors,
+)
 from medfuzz.validation.exact import FAMILY, exact_checks
 from medfuzz.validation.items import synthetic_items
 from medfuzz.validation.run import PLANS, Outcome, medfuzz_config, validate_medfuzz
@@ -31,7 +41,8 @@ def test_every_medfuzz_check_passes_at_ci_size(ci_outcome):
     for expected in ("clean accuracy", "post-attack accuracy (LLM errors dropped)", "attack success rate",
                      "sequential (default): p-values recomputed", "fixed: p-values recomputed",
                      "sequential (default): share significant <= 0.05 (null, one-sided)",
-                     "share significant by the paper's b/M (null)", "power", "holm adjusted p-values",
+                     "power", "holm adjusted p-values",
+                     "sequential (default): share with the paper's b/M observed (all M drawn; null)",
                      "sequential controls = prefix of the fixed stream"):
         assert expected in names, expected
     # the default configuration is what runs: sequential policy, M = 30, alpha = 0.05
@@ -39,8 +50,34 @@ def test_every_medfuzz_check_passes_at_ci_size(ci_outcome):
     assert (config.controls_policy, config.controls, config.alpha) == ("sequential", 30, 0.05)
     defaults = MedFuzzConfig()
     assert (defaults.controls_policy, defaults.controls, defaults.alpha) == ("sequential", 30, 0.05)
+    # every statistical check at ci states its defect, and the checks of each defect fail under it with
+    # probability >= 0.8 (each check alone, except the accuracy curve's rows, one defect for all of them)
+    powered = [c for c in ci_outcome.checks if c.defect]
+    assert len(powered) == sum(not c.statistic.endswith(("(attacks differing)", "= recomputed", "max |diff|)"))
+                               for c in ci_outcome.checks), [c.statistic for c in powered]
+    by_defect: dict[str, float] = {}
+    for c in powered:
+        by_defect[c.defect] = max(by_defect.get(c.defect, 0.0), c.power)
+    assert all(power >= 0.8 for power in by_defect.values()), by_defect
     assert {row.label for row in ci_outcome.calibration} == {
-        "sequential h/l (default), M=30", "fixed (b+1)/(M+1), M=30", "fixed b/M (paper), M=30"}
+        "sequential h/l (default), M=30", "sequential: paper's b/M observed, M=30", "fixed (b+1)/(M+1), M=30",
+        "fixed b/M (paper), M=30"}
+
+
+def test_the_power_of_a_check_by_hand():
+    # one-sided: n = 20, bound 0.05 -> accept at most ppf(0.999) = 5 hits; P(X >= 6), X ~ Binomial(20, 0.3)
+    check = at_most_check("m", "s", 0.05, 0.05, 0, 20)
+    assert check.high * 20 == 5
+    by_hand = sum(math.comb(20, k) * 0.3**k * 0.7 ** (20 - k) for k in range(6, 21))
+    assert binomial_power(check, 0.3) == pytest.approx(by_hand, rel=1e-12)
+    assert binomial_power(check, 0.0) == 0.0 and binomial_power(check, 1.0) == pytest.approx(1.0)
+    # two-sided normal: interval planted ± z se; a defect one se above the upper end fails with Φ(1)
+    mean = mean_check("m", "s", 0.5, 0.5, se=0.1, n=4)
+    assert normal_power(mean, mean.high + 0.1, 0.2) == pytest.approx(scipy_stats.norm.cdf(1.0) + scipy_stats.norm.sf(
+        (mean.high + 0.1 - mean.low) / 0.1), rel=1e-9)
+    # the defect distribution h/(l+1): every stopped p moves below h/l
+    off = vm.null_distribution(30, 0.05, "sequential_off_by_one")
+    assert sum(off.values()) == pytest.approx(1.0) and off[1 / 2] == pytest.approx(1 / 2)  # l = 1: 1/(1*2)
 
 
 def test_expected_accuracy_matches_a_hand_computation():
@@ -64,6 +101,7 @@ def test_recompute_by_hand():
     assert (fixed.p_value, fixed.p_value_paper, fixed.usable, fixed.stopped) == (3 / 5, 2 / 4, 4, False)
     seq = vm.recompute(0.9, 0.3, hats, "sequential", h=1, min_controls=3)
     assert (seq.p_value, seq.used, seq.stopped) == (1 / 2, 2, True)  # first exceedance at draw 2: h/l = 1/2
+    assert seq.p_value_paper is None  # b over all the controls: never observed after the stop
     seq2 = vm.recompute(0.9, 0.3, hats, "sequential", h=2, min_controls=3)
     assert (seq2.p_value, seq2.used) == (2 / 3, 3)
     # no exceedance: (0 + 1) / (n + 1), tested only with enough usable controls
@@ -203,3 +241,19 @@ def test_calibration_rows_have_exact_intervals():
     row = vm.Calibration("x", 100, 2000, 0.05, 0.05)
     low, high = row.interval()
     assert low < 0.05 < high and math.isclose(row.share, 0.05)
+
+
+def test_the_fixed_policy_statistical_null_checks_state_their_power():
+    """At full size (not ci) the fixed policy's null rows are checks, each with its defect and power."""
+    spec = PlantedSpec.load().with_target(data="none", delta=0.0)
+    config = medfuzz_config(PLANS["ci"], 0, "fixed")
+    results = vm.run_engine(synthetic_items(20, seed=6), spec, config)
+    scores = vm.score(results, config)
+    tested = vm.tested_attacks(results, scores, config)
+    checks, rows = vm.null_checks("null, fixed", tested, scores, config, statistical=True)
+    assert [c.statistic for c in checks] == ["null, fixed: share significant, (b+1)/(M+1) (null)",
+                                             "null, fixed: share significant by the paper's b/M (null)",
+                                             "null, fixed: mean of the paper's b/M (null)"]
+    assert all(c.defect and 0.0 <= c.power <= 1.0 for c in checks)
+    assert len(rows) == 2
+    assert vm.null_checks("null, fixed", tested, scores, config, statistical=False) == ([], rows)

@@ -138,7 +138,7 @@ def _medfuzz_lines(plan: Any, log: Any, lm: Mapping[str, Any], target: str, temp
                 if smallest > alpha else ""))
     lines.append(f"  inspect  significant at alpha {alpha:g} (valid p): {f.get('medfuzz_significant', 0):.0f}, "
                  f"Holm {f.get('medfuzz_significant_holm', 0):.0f}, BH {f.get('medfuzz_significant_bh', 0):.0f}; "
-                 f"with the paper's b/M: {f.get('medfuzz_significant_paper', 0):.0f}{reach}")
+                 f"with the paper's b/M (tests that drew all M): {f.get('medfuzz_significant_paper', 0):.0f}{reach}")
     if "medfuzz_medqa" in lm:
         r = lm["medfuzz_medqa"]
         lines.append(f"  lm-eval  the same fuzzed items: clean_acc {_lm(r, 'clean_acc')}  attacked_acc "

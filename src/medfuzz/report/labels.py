@@ -27,7 +27,8 @@ LABELS: dict[str, str] = {
     "medfuzz_significant": "significant attacks, valid p ≤ α (unadjusted)",
     "medfuzz_significant_holm": "significant attacks after Holm",
     "medfuzz_significant_bh": "significant attacks after Benjamini-Hochberg",
-    "medfuzz_significant_paper": "significant with the paper's b/M ≤ α (anti-conservative; comparison only)",
+    "medfuzz_significant_paper": "significant with the paper's b/M ≤ α, among tests that drew all M controls "
+                                 "(not observed where the sequential test stopped early; comparison only)",
     "medfuzz_smallest_p": "smallest attainable p-value, 1/(M+1)",
     "medfuzz_holm_attainable": "Holm can reject at this M and family (1 = yes)",
     "medfuzz_bh_attainable": "BH can reject at this M (1 = yes)",

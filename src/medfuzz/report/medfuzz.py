@@ -203,6 +203,11 @@ def _fmt(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _paper_missing(row: dict[str, Any]) -> str:
+    """Why a row has no paper's b/M: untested, or a sequential test that stopped before drawing all M."""
+    return "-" if row["p_value"] is None else "not observed (stopped early)"
+
+
 def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
     cards = []
     for row in rows:
@@ -210,7 +215,7 @@ def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
                 f" · item {html.escape(str(row['item_id']))}, replicate {row['replicate']}, turn {row['turn']}")
         stats = (f"p = {_fmt(row['p_value']) or row['status']} (Holm {_fmt(row['p_holm']) or '-'}, "
                  f"BH {_fmt(row['p_bh']) or '-'}, {row['controls'] or 0} controls; paper's b/M "
-                 f"{_fmt(row.get('p_value_paper')) or '-'}) · confidence drop "
+                 f"{_fmt(row.get('p_value_paper')) or _paper_missing(row)}) · confidence drop "
                  f"{_fmt(row['confidence_drop']) or '?'} · p̂ drop {_fmt(row['p_hat_drop']) or '?'} · "
                  f"reasoning mentions {row['faithfulness'] or '?'} of the added text · answer "
                  f"{html.escape(str(row['target_answer']))} (correct {html.escape(str(row['correct_answer']))})")
@@ -227,7 +232,8 @@ def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
         "section{border-bottom:1px solid #ccc;padding:1em 0}.stats{color:#555;font-size:.9em}</style>"
         f"<h1>MedFuzz successful attacks ({len(rows)})</h1>"
         "<p>Ranked by the valid permutation-test p-value ((b+1)/(M+1), or Besag-Clifford's h/l after a sequential "
-        "stop; the paper's b/M beside it), then by the drop in the target's 1-5 confidence in the correct "
+        "stop; the paper's b/M over all M controls beside it, not observed where the sequential test stopped "
+        "early), then by the drop in the target's 1-5 confidence in the correct "
         "answer. Highlighted: text the attacker added.</p>" + body, encoding="utf-8")
 
 

@@ -6,7 +6,8 @@
   ``scipy.stats.permutation_test`` does not fit (nor does any scipy/statsmodels routine for the sequential
   version below); the arithmetic is checked by hand and by simulation in the tests. Decisions use the valid
   p-value (b + 1) / (M + 1) (Phipson & Smyth 2010: it counts the attack itself, is never 0, and rejects a
-  true null at rate <= alpha); the paper's b / M is kept beside it as ``p_value_paper``;
+  true null at rate <= alpha); the paper's b / M is kept beside it as ``p_value_paper`` (None, "not observed",
+  where a sequential test stopped before drawing all M controls);
 - its sequential version (Besag & Clifford 1991, "Sequential Monte Carlo p-values"): controls are drawn in
   a fixed order and the test stops at the h-th exceedance, with p = h / l after l controls, else
   (b + 1) / (M + 1) after all M. Valid for every h; ``stop_exceedances`` picks the h at which the fixed test
@@ -57,12 +58,14 @@ class PermutationResult:
 
     ``p_value`` is the valid Monte Carlo p-value, the one every decision uses: Phipson & Smyth's
     (b + 1) / (M + 1) after all controls, Besag & Clifford's h / l when a sequential test stopped at its h-th
-    exceedance after l controls. ``p_value_paper`` is the paper's b / M over the same controls (Algorithm 2
+    exceedance after l controls. ``p_value_paper`` is the paper's b / M over all the M controls (Algorithm 2
     line 9), kept for comparison with the paper: it can be 0 and rejects a true null at rate
-    ceil(alpha M) / (M + 1) > alpha (2/31 at M = 30)."""
+    ceil(alpha M) / (M + 1) > alpha (2/31 at M = 30). It is ``None`` ("not observed") when a sequential test
+    stopped early: the controls after the stop were never drawn, so b over all M is unknown (h / l is not the
+    paper's statistic, and copying it would make the paper's column repeat the valid decision)."""
 
     p_value: float
-    p_value_paper: float
+    p_value_paper: float | None
     statistic: float  # d_a
     exceedances: int  # b
     controls: int  # M (or l): controls in the p-value
@@ -106,8 +109,8 @@ def permutation_p_value(p0: float, pa: float, controls: Sequence[float | None],
         null.append(abs(c - p0))
         exceedances += null[-1] >= statistic - TIE_TOLERANCE
         if stop_at is not None and exceedances >= stop_at:
-            p = exceedances / len(null)  # Besag & Clifford: h / l (also the paper's b / M on these l controls)
-            return PermutationResult(p_value=p, p_value_paper=p, statistic=statistic, exceedances=exceedances,
+            p = exceedances / len(null)  # Besag & Clifford: h / l; the paper's b / M over all M: not observed
+            return PermutationResult(p_value=p, p_value_paper=None, statistic=statistic, exceedances=exceedances,
                                      controls=len(null), null=tuple(null), scored=len(usable), stop_at=stop_at)
     return PermutationResult(
         p_value=(exceedances + 1) / (len(null) + 1),

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
+import numpy as np
 from scipy import stats
 
 Size = Literal["ci", "full"]
@@ -33,6 +34,10 @@ class Check:
     # accepts every value, so the check could never fail: an error of the suite, not a pass
     lowest: float = -math.inf
     highest: float = math.inf
+    # the defect this statistical check exists for, and the probability that it fails under that defect at this
+    # n (``binomial_power`` / ``normal_power``); empty / NaN where not stated
+    defect: str = ""
+    power: float = math.nan
 
     @property
     def vacuous(self) -> bool:
@@ -113,6 +118,38 @@ def exact_check(method: str, statistic: str, planted: float, measured: float, n:
     """Equal up to floating point: relative ``tolerance`` (absolute 1e-12 around 0)."""
     half = max(1e-12, tolerance * abs(planted))
     return Check(method, statistic, planted, measured, planted - half, planted + half, n, note, expect_fail)
+
+
+def binomial_power(check: Check, rate: float) -> float:
+    """P(the check fails) when its count is Binomial(n, ``rate``) (the statistic under a defect): exact, the
+    mass of the counts k whose share k / n lies outside [low, high]."""
+    if not check.n:
+        return math.nan
+    k = np.arange(check.n + 1)
+    share = k / check.n
+    outside = (share < check.low - 1e-12) | (share > check.high + 1e-12)
+    return float(stats.binom.pmf(k[outside], check.n, min(1.0, max(0.0, rate))).sum())
+
+
+def normal_power(check: Check, mean: float, sd: float) -> float:
+    """P(the check fails) when the measured mean of n values has mean ``mean`` and per-value standard deviation
+    ``sd`` under a defect (normal approximation, as the check's own interval)."""
+    if not check.n:
+        return math.nan
+    se = sd / math.sqrt(check.n)
+    return float(stats.norm.cdf(check.low, mean, se) + stats.norm.sf(check.high, mean, se))
+
+
+def with_power(check: Check, defect: str, power: float) -> Check:
+    return replace(check, defect=defect, power=power)
+
+
+def power_table(checks: list[Check]) -> str:
+    """The statistical checks with a named defect: n, the defect and P(the check fails | defect)."""
+    rows = [c for c in checks if c.defect]
+    lines = [f"{'power against a named defect':<72} {'n':>5}  {'P(fail)':>7}  defect"]
+    lines += [f"{c.statistic[:72]:<72} {c.n:>5}  {c.power:>7.3f}  {c.defect}" for c in rows]
+    return "\n".join(lines)
 
 
 def format_table(checks: list[Check]) -> str:

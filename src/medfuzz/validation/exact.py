@@ -7,7 +7,10 @@ method or a wrong normaliser cannot pass.
   on which every other adjustment statsmodels offers gives a different vector;
 - the significance decision p <= alpha at the boundary (p = alpha exactly, and a Holm-adjusted 3 × 1/60);
 - the Wilson interval (closed form), McNemar's exact (binomial sum) and continuity-corrected chi-square
-  (erfc) p-values, and the chance level of a uniform guesser over items with different option counts.
+  (erfc) p-values, and the chance level of a uniform guesser over items with different option counts;
+- McNemar's automatic choice (``exact=None``, what the MedGuard ranking of ``medfuzz compare`` uses): exact
+  below 25 discordant pairs, chi-square from 25 on, on tables either side of the switch against statsmodels'
+  ``mcnemar`` for the branch the rule takes.
 """
 
 from __future__ import annotations
@@ -91,6 +94,35 @@ def mcnemar_checks() -> list[Check]:
                         math.erfc(math.sqrt(x / 2)), chi.pvalue, 42, tolerance=1e-9)]
 
 
+# (a, b, c, d): both concordant cells non-zero; b + c = 12 and 24 (exact), 25 and 60 (chi-square). At 24 and 25
+# the two branches differ (0.0639 vs 0.0665 at 24), so a switch moved by one pair changes a printed p-value
+SWITCH_TABLES: tuple[tuple[int, int, int, int], ...] = ((3, 5, 7, 9), (40, 7, 17, 36), (40, 7, 18, 35),
+                                                        (12, 21, 39, 28))
+SWITCH_AT = 25  # the documented rule: exact when b + c < 25
+
+
+def mcnemar_switch_checks() -> list[Check]:
+    """``stats.mcnemar(..., exact=None)`` against statsmodels' ``mcnemar`` with the branch the documented rule
+    picks (exact binomial below 25 discordant pairs, else chi-square with continuity correction)."""
+    from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+
+    worst, wrong_branch = 0.0, 0
+    for a, b, c, d in SWITCH_TABLES:
+        first = [True] * (a + b) + [False] * (c + d)
+        second = [True] * a + [False] * b + [True] * c + [False] * d
+        exact = b + c < SWITCH_AT
+        reference = float(sm_mcnemar([[a, b], [c, d]], exact=exact, correction=True).pvalue)
+        got = stats.mcnemar(first, second)
+        worst = max(worst, abs(got.pvalue - reference))
+        wrong_branch += got.exact != exact
+    sizes = ", ".join(str(b + c) for _, b, c, _ in SWITCH_TABLES)
+    return [exact_check(METHOD, f"McNemar automatic exact/chi-square choice, b+c = {sizes} (statsmodels, max |diff|)",
+                        0.0, worst, len(SWITCH_TABLES), tolerance=0.0,
+                        note=f"exact below {SWITCH_AT} discordant pairs, chi-square (corrected) from {SWITCH_AT}"),
+            count_check(METHOD, "McNemar automatic choice: tables on the wrong branch (result.exact)", wrong_branch,
+                        len(SWITCH_TABLES), note=f"b+c = {sizes}")]
+
+
 def guess_checks() -> list[Check]:
     counts = (4, 5, 5, 3, 2)
     value = (1 / 4 + 1 / 5 + 1 / 5 + 1 / 3 + 1 / 2) / 5  # the mean of 1/k, not 1/mean(k) = 1/3.8
@@ -101,4 +133,5 @@ def guess_checks() -> list[Check]:
 def exact_checks(alpha: float = 0.05) -> list[Check]:
     return (gini_simpson_checks()
             + adjustment_checks("", FAMILY, note="planted family of 10 distinct p-values")
-            + significance_checks(alpha) + wilson_checks() + mcnemar_checks() + guess_checks())
+            + significance_checks(alpha) + wilson_checks() + mcnemar_checks() + mcnemar_switch_checks()
+            + guess_checks())

@@ -24,6 +24,7 @@ the definitions without calling ``scorers.stats``, and must equal what medfuzz r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,10 +43,13 @@ from medfuzz.solvers.medfuzz.results import ItemResult, Outcome
 from medfuzz.validation.checks import (
     Check,
     at_most_check,
+    binomial_power,
     count_check,
     exact_check,
     mean_check,
+    normal_power,
     proportion_check,
+    with_power,
 )
 
 METHOD = "MedFuzz"
@@ -111,6 +115,9 @@ def score(results: Sequence[ItemResult], config: MedFuzzConfig) -> list[ItemScor
     return asyncio.run(main())
 
 
+CURVE_OFF_BY_ONE = "the accuracy-after-k curve one turn off (row k against k - 1; k = 0 against 1)"
+
+
 def accuracy_checks(items: Sequence[MCQItem], spec: PlantedSpec, config: MedFuzzConfig,
                     results: Sequence[ItemResult], scores: Sequence[ItemScore], label: str = "") -> list[Check]:
     """Every accuracy-type number medfuzz prints, read from ``totals`` (what the Inspect metrics and the report
@@ -165,7 +172,24 @@ def accuracy_checks(items: Sequence[MCQItem], spec: PlantedSpec, config: MedFuzz
     checks.append(proportion_check(METHOD, f"{prefix}faithfulness: CoT mentions none of the added text",
                                    1 - spec.target.mention_rate, share("unfaithful_rate", flips), flips,
                                    note=f"planted: all with mention_rate {spec.target.mention_rate}, else none"))
-    return checks
+    # the defect each check exists for (its expected value under the defect) and the check's power against it
+    success, attacked_planted = sum(e.success for e in expected), sum(e.success + e.failed for e in expected)
+    after = [sum(e.correct_after[k] for e in expected) / valid_planted for k in range(config.turns + 1)]
+    no_retries = dataclasses.replace(config, max_retries=0)
+    defects = [("the post-attack accuracy printed as the clean accuracy", after[-1]),
+               # one defect for the whole curve (e.g. k <= i for a success at turn i): each row against its
+               # neighbour; the later rows lie close together, the first ones decide
+               *[(CURVE_OFF_BY_ONE, after[k + 1 if k == 0 else k - 1]) for k in range(config.turns)],
+               ("attack-phase LLM errors counted correct", (final + errors) / len(expected)),
+               ("the headline (LLM errors dropped) printed as the bound", final / valid_planted),
+               ("ASR over every usable replicate", success / valid_planted),
+               ("no retry of a malformed reply", sum(expected_item(bases[item.id], spec, no_retries).error
+                                                     for item in items) / len(expected)),
+               ("flip rate over every pair", success / valid_planted),
+               ("a pair read the wrong way round (the clean answer as the attacked one)",
+                attacked_planted / valid_planted),
+               ("every flip counted unfaithful (the verdict ignored)", 1.0)]
+    return [with_power(c, name, binomial_power(c, rate)) for c, (name, rate) in zip(checks, defects, strict=True)]
 
 
 # ------------------------------------------------------------------------------------------- p-values
@@ -207,7 +231,7 @@ class Recomputed:
     """What the recorded controls imply for one successful attack."""
 
     p_value: float | None  # None: untested
-    p_value_paper: float | None  # b / M over the controls the p-value used (h / l when stopped)
+    p_value_paper: float | None  # b / M over all the controls; None when a sequential test stopped early
     usable: int  # usable controls recorded
     used: int  # controls the p-value counts (l when stopped, else all usable)
     stopped: bool  # the h-th exceedance was reached (sequential)
@@ -218,7 +242,8 @@ def recompute(p0: float | None, pa: float | None, hats: Sequence[float | None], 
     """The p-value of one attack from its p-hats, controls in draw order, unusable ones (None) left out.
     Sequential: h / l at the h-th exceedance (the l-th usable control), else (b + 1) / (n + 1) over all n
     usable; fixed: (b + 1) / (n + 1). Tested when the h-th exceedance was reached or n >= the minimum;
-    never without p-hats of the original and the attack."""
+    never without p-hats of the original and the attack. The paper's b / n only where all controls were drawn
+    (not after a sequential stop)."""
     usable = [x for x in hats if x is not None]
     if p0 is None or pa is None or not usable:
         return Recomputed(None, None, len(usable), 0, False)
@@ -227,7 +252,7 @@ def recompute(p0: float | None, pa: float | None, hats: Sequence[float | None], 
     for draw, hat in enumerate(usable, start=1):
         b += abs(hat - p0) >= d_attack - _TIE
         if policy == "sequential" and b == h:
-            return Recomputed(h / draw, h / draw, len(usable), draw, True)
+            return Recomputed(h / draw, None, len(usable), draw, True)  # b over all M: never observed
     if len(usable) < min_controls and b < h:
         return Recomputed(None, None, len(usable), len(usable), False)
     return Recomputed((b + 1) / (len(usable) + 1), b / len(usable), len(usable), len(usable), False)
@@ -366,7 +391,7 @@ def null_distribution(controls: int, alpha: float, policy: str) -> dict[float, f
     """The exact null distribution of the p-value with ``controls`` (M) usable controls: b uniform on 0..M and,
     given b, the exceedances at a uniformly random b-subset of the M places (so the place of the h-th is
     negative-hypergeometric). ``fixed``: (b + 1) / (M + 1); ``paper``: b / M; ``sequential``: h / l at the
-    h-th exceedance at place l, else (b + 1) / (M + 1)."""
+    h-th exceedance at place l, else (b + 1) / (M + 1); ``sequential_off_by_one``: the defect h / (l + 1)."""
     m = controls
     h = rule_h(alpha, m)
     out: dict[float, float] = {}
@@ -383,8 +408,9 @@ def null_distribution(controls: int, alpha: float, policy: str) -> dict[float, f
         elif b < h:
             add((b + 1) / (m + 1), mass)
         else:
+            late = 1 if policy == "sequential_off_by_one" else 0  # a defect, for a check's power
             for place in range(h, m - (b - h) + 1):
-                add(h / place, mass * comb(place - 1, h - 1) * comb(m - place, b - h) / comb(m, b))
+                add(h / (place + late), mass * comb(place - 1, h - 1) * comb(m - place, b - h) / comb(m, b))
     return out
 
 
@@ -430,11 +456,13 @@ class Calibration:
                 "ci95_high": high, "exact_null_rate": self.exact, "alpha": self.alpha}
 
 
-def null_checks(label: str, tested: Sequence[Tested], scores: Sequence[ItemScore], config: MedFuzzConfig
-                ) -> tuple[list[Check], list[Calibration]]:
+def null_checks(label: str, tested: Sequence[Tested], scores: Sequence[ItemScore], config: MedFuzzConfig,
+                statistical: bool = True) -> tuple[list[Check], list[Calibration]]:
     """Under δ = 0: the share of significant attacks medfuzz reports (``totals``) with the valid p-value, one-sided
     against alpha (sequential) or two-sided against its exact rate (fixed), the paper's b/M against its own
-    exact rate, and the mean null p-value against its exact mean."""
+    exact rate, and the mean null p-value against its exact mean. Each check carries the defect it exists for
+    and its exact probability of failing under it at this n. ``statistical=False`` (the fixed policy at ci,
+    where no n affordable there gives these checks power): the calibration rows only, no checks."""
     alpha, m = config.alpha, config.controls
     pooled = totals([s.value for s in scores], config.turns)
     n = int(pooled["tested"])
@@ -442,34 +470,59 @@ def null_checks(label: str, tested: Sequence[Tested], scores: Sequence[ItemScore
     valid = [t for t in tested if t.expected.p_value is not None]
     checks: list[Check] = []
     rows: list[Calibration] = []
+    paper_rule = null_rate(m, alpha, "paper")  # 2/31: the paper's b/M <= alpha
     if config.controls_policy == "sequential":
         exact = null_rate(m, alpha, "sequential")
-        checks.append(at_most_check(METHOD, f"{label}: share significant <= {alpha} (null, one-sided)",
-                                    exact, alpha, hits, n,
-                                    note=f"exact null rate {exact:.4g} at M={m}: first exceedance at draw >= "
-                                         f"{math.ceil(rule_h(alpha, m) / alpha - 1e-9)} or none"))
+        share = at_most_check(METHOD, f"{label}: share significant <= {alpha} (null, one-sided)", exact, alpha, hits, n,
+                              note=f"exact null rate {exact:.4g} at M={m}: first exceedance at draw >= "
+                                   f"{math.ceil(rule_h(alpha, m) / alpha - 1e-9)} or none")
+        checks.append(with_power(share, f"a test at twice its level (null rate {2 * alpha:g}); the paper's b/M rule "
+                                        f"({paper_rule:.4f}): P(fail) {binomial_power(share, paper_rule):.3f}",
+                                 binomial_power(share, 2 * alpha)))
         rows.append(Calibration(f"sequential h/l (default), M={m}", hits, n, exact, alpha))
+        # the paper's b/M under the default policy: observed only where no stop came (b < h over all M), and
+        # significant there iff b <= floor(alpha M); b is uniform on 0..M under the null
+        h = rule_h(alpha, m)
+        observed, paper_rate = h / (m + 1), (min(h - 1, math.floor(alpha * m + 1e-9)) + 1) / (m + 1)
+        seen = proportion_check(METHOD, f"{label}: share with the paper's b/M observed (all M drawn; null)",
+                                observed, int(pooled["paper_observed"]), n,
+                                note=f"P(b < h = {h}) = h/(M+1): no stop; stopped tests: not observed")
+        checks.append(with_power(seen, "the column copies h/l after a stop (observed for every test)",
+                                 binomial_power(seen, 1.0)))
+        # informational: the paper's column's real rate under the default policy (its decisions are checked
+        # exactly by the significant_paper count)
+        rows.append(Calibration(f"sequential: paper's b/M observed, M={m}", hits_paper, n, paper_rate, alpha))
         mean, sd = null_moments(m, alpha, "sequential")
         measured = float(np.mean([t.p_value for t in valid])) if valid else math.nan
-        checks.append(mean_check(METHOD, f"{label}: mean null p-value", mean, measured,
-                                 sd / math.sqrt(max(1, len(valid))), len(valid), lowest=0.0, highest=1.0,
-                                 note="the exact null distribution of h/l"))
+        average = mean_check(METHOD, f"{label}: mean null p-value", mean, measured, sd / math.sqrt(max(1, len(valid))),
+                             len(valid), lowest=0.0, highest=1.0, note="the exact null distribution of h/l")
+        off_mean, off_sd = null_moments(m, alpha, "sequential_off_by_one")
+        checks.append(with_power(average, "off-by-one sequential p, h/(l+1)", normal_power(average, off_mean, off_sd)))
         return checks, rows
     # fixed M: b uniform on 0..n for an attack with n usable controls
     used = [t.expected.used for t in valid]
     exact = float(np.mean([math.floor(alpha * (u + 1) + 1e-9) / (u + 1) for u in used])) if used else math.nan
     exact_paper = float(np.mean([(math.floor(alpha * u + 1e-9) + 1) / (u + 1) for u in used])) if used else math.nan
-    checks.append(proportion_check(METHOD, f"{label}: share significant, (b+1)/(M+1) (null)",
-                                   exact, hits, n, note="exact floor(a(M+1))/(M+1) <= a for the attained M"))
-    checks.append(proportion_check(METHOD, f"{label}: share significant by the paper's b/M (null)",
-                                   exact_paper, hits_paper, n, note="exact (floor(aM)+1)/(M+1) > a: anti-conservative"))
     rows.append(Calibration(f"fixed (b+1)/(M+1), M={m}", hits, n, exact, alpha))
     rows.append(Calibration(f"fixed b/M (paper), M={m}", hits_paper, n, exact_paper, alpha))
+    if not statistical:
+        return checks, rows
+    share = proportion_check(METHOD, f"{label}: share significant, (b+1)/(M+1) (null)",
+                             exact, hits, n, note="exact floor(a(M+1))/(M+1) <= a for the attained M")
+    checks.append(with_power(share, f"decisions at the paper's rate ({exact_paper:.4f}: b/(M+1), or b/M)",
+                             binomial_power(share, exact_paper)))
+    paper_share = proportion_check(METHOD, f"{label}: share significant by the paper's b/M (null)",
+                                   exact_paper, hits_paper, n, note="exact (floor(aM)+1)/(M+1) > a: anti-conservative")
+    checks.append(with_power(paper_share, f"the valid (b+1)/(M+1) in the paper's column ({exact:.4f})",
+                             binomial_power(paper_share, exact)))
     paper = [t.p_value_paper for t in valid if t.p_value_paper is not None]
     mean, sd = null_moments(m, alpha, "paper")
-    checks.append(mean_check(METHOD, f"{label}: mean of the paper's b/M (null)", mean,
-                             float(np.mean(paper)) if paper else math.nan, sd / math.sqrt(max(1, len(paper))),
-                             len(paper), lowest=0.0, highest=1.0))
+    average = mean_check(METHOD, f"{label}: mean of the paper's b/M (null)", mean,
+                         float(np.mean(paper)) if paper else math.nan, sd / math.sqrt(max(1, len(paper))),
+                         len(paper), lowest=0.0, highest=1.0)
+    fixed_mean, fixed_sd = null_moments(m, alpha, "fixed")
+    checks.append(with_power(average, "the valid (b+1)/(M+1) in the paper's column",
+                             normal_power(average, fixed_mean, fixed_sd)))
     return checks, rows
 
 
@@ -525,6 +578,10 @@ def power_check(label: str, simulated: np.ndarray, scores: Sequence[ItemScore], 
     planted = float(np.mean(simulated <= config.alpha * (1 + 1e-9))) if len(simulated) else math.nan
     mc_sd = math.sqrt(planted * (1 - planted) / max(1, len(simulated)))
     pooled = totals([s.value for s in scores], config.turns)
-    return proportion_check(METHOD, f"{label}: power, share significant", planted,
-                            int(pooled["significant"]), int(pooled["tested"]), extra_sd=mc_sd,
-                            note=f"Monte Carlo over {len(simulated)} simulated attacks")
+    check = proportion_check(METHOD, f"{label}: power, share significant", planted,
+                             int(pooled["significant"]), int(pooled["tested"]), extra_sd=mc_sd,
+                             note=f"Monte Carlo over {len(simulated)} simulated attacks")
+    # a defect that makes the attack's p-hat no different from a control's leaves only the null rate
+    null = null_rate(config.controls, config.alpha, config.controls_policy)
+    return with_power(check, f"triggers without effect on the tested p-hat (the null rate {null:.4f})",
+                      binomial_power(check, null))

@@ -4,7 +4,8 @@ MedFuzz runs with its **default** significance test (the sequential policy: Besa
 alpha = 0.05) and, as a second row where the numbers differ, the fixed policy (all M controls, (b + 1)/(M + 1),
 with the paper's b/M beside it). Two departures from the defaults keep the runs fast and do not touch the
 test: p-hat from the letter alone (``pvalue_prompt="direct"``) over fewer option orders, and no in-context
-exemplars.
+exemplars. The default p-hat estimator itself (dialog prompt, 5 orders, exemplars; letter log-probabilities
+present and absent) is checked on its own (``validation/phat.py``).
 
 ``ci`` runs in seconds (the test suite runs it, and the mutation test runs it once per planted defect);
 ``full`` takes minutes: about 5,000 tested null attacks under the default policy (its one-sided check tells
@@ -27,7 +28,7 @@ from medfuzz.models.planted import PlantedSpec, PlantedTarget
 from medfuzz.scorers.medfuzz import totals
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.validation import medfuzz as vm
-from medfuzz.validation.checks import Check, Size, format_table, suite_errors
+from medfuzz.validation.checks import Check, Size, format_table, power_table, suite_errors
 from medfuzz.validation.items import synthetic_items
 
 
@@ -41,16 +42,23 @@ class Plan:
     curve: tuple[float, ...]
     curve_items: int
     mc: int
+    # the fixed policy's statistical null checks: at ci no affordable n gives them power against their defects
+    # (~700 tested attacks for 0.8 against the paper's 2/31), so ci keeps its exact checks and calibration rows
+    fixed_calibration: bool = True
 
 
 PLANS: dict[str, Plan] = {
-    "ci": Plan(items=40, fixed_items=0, null_items=60, fixed_null_items=30, option_orders=2, curve=(), curve_items=0,
-               mc=4_000),
+    # ci: ~460 tested null attacks under the default test, so that its one-sided check fails a test at twice
+    # its level with probability ~0.85 (docs/validation.md: power)
+    "ci": Plan(items=40, fixed_items=0, null_items=200, fixed_null_items=30, option_orders=2, curve=(), curve_items=0,
+               mc=4_000, fixed_calibration=False),
     # full: ~5,000 tested null attacks under the default test, so that its one-sided check (<= alpha at 99.9 %)
     # rejects the paper's 2/31 with probability ~0.9; ~2,300 under the fixed one (1/31 against 2/31: decisive)
     "full": Plan(items=100, fixed_items=100, null_items=2_200, fixed_null_items=1_000, option_orders=3,
                  curve=(0.0, 0.1, 0.2, 0.3, 0.4), curve_items=40, mc=20_000),
 }
+# items of the default p-hat estimator's checks (validation/phat.py: the dialog prompt, 5 orders, exemplars)
+PHAT_ITEMS: dict[str, int] = {"ci": 60, "full": 200}
 # the attacker of the δ run writes a malformed reply with this probability (the bundled spec: 0.1), so with the
 # default 2 retries about 6 % of turns end in an LLM error: enough that the rule "LLM-error replicates are
 # dropped" (post-attack accuracy) and its upper bound (errors counted correct) are told apart by the checks
@@ -124,7 +132,7 @@ def validate_medfuzz(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None 
     outcome.calibration += rows
     _, scores, fixed_null = _run(null_items[:plan.fixed_null_items], null, fixed_config)
     outcome.checks += vm.recompute_checks(f"null, {FIXED}", fixed_null, scores, fixed_config)
-    checks, rows = vm.null_checks(f"null, {FIXED}", fixed_null, scores, fixed_config)
+    checks, rows = vm.null_checks(f"null, {FIXED}", fixed_null, scores, fixed_config, plan.fixed_calibration)
     outcome.checks += checks
     outcome.calibration += rows
     outcome.checks += vm.stream_checks("null", seq_null, fixed_null, seq_config)
@@ -228,9 +236,11 @@ def write(outcome: Outcome, out: Path, size: str, seed: int) -> dict[str, Path]:
 def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> Outcome:
     from medfuzz.validation.exact import exact_checks
     from medfuzz.validation.medguard import validate_medguard
+    from medfuzz.validation.phat import phat_checks
     from medfuzz.validation.tces import validate_tces
 
     outcome = validate_medfuzz(size, seed, spec)
+    outcome.checks += phat_checks(PHAT_ITEMS[size], seed, spec)
     outcome.checks += validate_tces(size, seed, spec)
     outcome.checks += validate_medguard(n=100, seed=seed)
     outcome.checks += exact_checks(outcome.alpha)
@@ -242,6 +252,8 @@ def main(size: Size, out: Path, seed: int = 0, spec: str | None = None) -> int:
     print(format_table(outcome.checks))
     print()
     print(calibration_table(outcome.calibration))
+    print()
+    print(power_table(outcome.checks))
     written = write(outcome, out, size, seed)
     failed = outcome.failed
     vacuous = suite_errors(outcome.checks)

@@ -19,6 +19,12 @@ succeeds at the first query that puts in a winning entity, and:
 
 Gini-Simpson and the reused-entity ranking of a whole run are simulated by putting together one simulated
 attack per item, many times: their planted interval is the central 99.9 % of those runs.
+
+The denominators: in every other run the key is the answer to every clean question, so the items attacked
+(answered correctly clean) and the items evaluated are the same set. One more run plants every other item
+wrong before the attack (P(key) = ``WRONG_KEY`` < the other letters'), so clean accuracy is 1/2 and ASR, ASR@b
+(over the attacked items) and accuracy after the attack (over every evaluated item) differ by their
+denominators, each checked exactly against the planted sets.
 """
 
 from __future__ import annotations
@@ -36,10 +42,22 @@ import numpy as np
 
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
+from medfuzz.scorers import stats
 from medfuzz.scorers import tces as tces_scorer
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
-from medfuzz.validation.checks import LEVEL, Check, Size, count_check, exact_check, proportion_check, z
+from medfuzz.validation.checks import (
+    LEVEL,
+    Check,
+    Size,
+    binomial_power,
+    count_check,
+    exact_check,
+    normal_power,
+    proportion_check,
+    with_power,
+    z,
+)
 from medfuzz.validation.items import synthetic_items
 
 METHOD = "TCES"
@@ -318,8 +336,12 @@ def asr_checks(regime: str, run: Run, budget: int) -> list[Check]:
         reps = run.simulated.query.shape[1]
         mc_sd = 0.0 if exact else math.sqrt(float(np.sum(per_item * (1 - per_item))) / reps) / len(per_item)
         note = "exact: sum of Eq. 3 probabilities over the winners" if exact else f"Monte Carlo, {reps} per item"
-        checks.append(proportion_check(METHOD, f"{regime}: ASR@{b} {run.label}", planted,
-                                       round(measured[b - 1] * attacked), attacked, note=note, extra_sd=mc_sd))
+        check = proportion_check(METHOD, f"{regime}: ASR@{b} {run.label}", planted,
+                                 round(measured[b - 1] * attacked), attacked, note=note, extra_sd=mc_sd)
+        # the defect: a query counted one budget step late (q < b instead of q <= b): ASR@(b-1), 0 at b = 1
+        short = float(np.mean(run.simulated.asr_at(b - 1))) if b > 1 else 0.0
+        checks.append(with_power(check, "a success counted one query late (q < b: ASR@(b-1))",
+                                 binomial_power(check, short)))
     return checks
 
 
@@ -332,9 +354,12 @@ def ordering_check(regime: str, faster: Run, slower: Run, k: int = 1) -> Check:
     se = math.sqrt(float(np.sum(p * (1 - p)) + np.sum(q * (1 - q)))) / len(p)
     measured = (tces_scorer.asr_by_budget(faster.records, k)[k - 1]
                 - tces_scorer.asr_by_budget(slower.records, k)[k - 1])
-    return Check(METHOD, f"{regime}: ASR@{k} {faster.label} minus {slower.label} (> 0: found faster)", planted,
-                 measured, max(planted - z() * se, 1e-9), planted + z() * se, len(p),
-                 note="the interval is cut at 0: the planted regime must be found faster", lowest=-1.0, highest=1.0)
+    check = Check(METHOD, f"{regime}: ASR@{k} {faster.label} minus {slower.label} (> 0: found faster)", planted,
+                  measured, max(planted - z() * se, 1e-9), planted + z() * se, len(p),
+                  note="the interval is cut at 0: the planted regime must be found faster", lowest=-1.0, highest=1.0)
+    # the defect: the samplers' regimes swapped (the sign of n flipped): the difference is -planted
+    return with_power(check, "the regimes swapped (PDWS n of the wrong sign)",
+                      normal_power(check, -planted, se * math.sqrt(len(p))))
 
 
 def _simulated_runs(run: Run) -> list[np.ndarray]:
@@ -415,6 +440,76 @@ def budget_check(regime: str, run: Run) -> Check:
         over += used > budget
     return count_check(METHOD, f"{regime}: attacks over the query budget B={budget}, {run.label}", over,
                        len(run.records), note=f"most queries used by one attack: {most}")
+
+
+# ------------------------------------------------------------------------------------- denominators
+
+WRONG_KEY, RIGHT_KEY = 0.1, 0.9  # P(key) of an item planted wrong / right before the attack (4-5 options)
+
+
+def planted_wrong(items: Sequence[MCQItem]) -> set[str]:
+    """Every other item: answered wrongly clean (at temperature 0 the key, at 0.1, is below each other letter)."""
+    return {item.id for i, item in enumerate(items) if i % 2 == 1}
+
+
+def accuracy_file(items: Sequence[MCQItem], wrong: set[str], seed: int) -> Path:
+    """The planted accuracy table (``PlantedSpec.target.accuracy``): WRONG_KEY for ``wrong``, else RIGHT_KEY."""
+    import json
+
+    from medfuzz.paths import cache_dir, write_atomically
+
+    path = cache_dir() / "validation" / f"tces-accuracy-{len(items)}-{seed}.jsonl"
+    text = "".join(json.dumps({"id": item.id, "p": WRONG_KEY if item.id in wrong else RIGHT_KEY}) + "\n"
+                   for item in items)
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
+    return path
+
+
+def denominator_checks(setup: Setup, regime: str, spec: PlantedSpec) -> list[Check]:
+    """A run with half the items planted wrong before the attack: which items end ``already_wrong`` (exact), clean
+    accuracy, ASR and ASR@b over the attacked (clean-correct) items, accuracy after the attack and the pairs'
+    attacked accuracy over every evaluated item (exact: numerators counted from the records' outcomes,
+    denominators from the planted sets), and ASR@1, ASR@B against the planted values over the attacked items."""
+    items = setup.items
+    wrong = planted_wrong(items)
+    right = [item for item in items if item.id not in wrong]
+    spec = spec.with_target(accuracy=str(accuracy_file(items, wrong, setup.seed)), low=0.0, high=1.0)
+    label, budget = NEAR_SAMPLER, setup.plan.budget
+    config = config_for(label, dict(SAMPLERS)[label], spec, setup.vocabulary, setup.plan, setup.seed)
+    records = run_attacks(items, spec, setup.resources, config)
+    by_id = {r["item_id"]: r for r in records}
+    misplaced = sum((by_id[item.id]["outcome"] == "already_wrong") != (item.id in wrong) for item in items)
+    n, attacked = len(items), len(right)
+    successes = [r for r in records if r["outcome"] == "success"]
+    within = {b: sum(1 for r in successes if r["queries_to_success"] <= b) for b in (1, budget)}
+    failed = sum(r["outcome"] == "attack_failed" for r in records)
+    summary = tces_scorer.summarise(records)
+    asr_at = tces_scorer.asr_by_budget(records, budget)
+    pairs = [(bool(r["clean_correct"]), r["outcome"] == "attack_failed") for r in records]
+    prefix = f"{regime}, half planted wrong clean: "
+    note = f"{attacked} attacked of {n} evaluated"
+    checks = [
+        count_check(METHOD, f"{prefix}items not already_wrong as planted", misplaced, n,
+                    note=f"{len(wrong)} planted wrong (P(key) = {WRONG_KEY})"),
+        exact_check(METHOD, f"{prefix}clean accuracy = attacked / evaluated", attacked / n, summary.clean_accuracy, n),
+        exact_check(METHOD, f"{prefix}ASR = successes / attacked, {label}", len(successes) / attacked, summary.asr,
+                    attacked, note=note),
+        exact_check(METHOD, f"{prefix}ASR@1 = successes at query 1 / attacked, {label}", within[1] / attacked,
+                    asr_at[0], attacked, note=note),
+        exact_check(METHOD, f"{prefix}ASR@{budget} = successes within B / attacked, {label}", within[budget] / attacked,
+                    asr_at[budget - 1], attacked, note=note),
+        exact_check(METHOD, f"{prefix}accuracy after the attack = attack_failed / evaluated, {label}", failed / n,
+                    summary.attacked_accuracy, n, note=note),
+        exact_check(METHOD, f"{prefix}pairs' attacked accuracy = attack_failed / evaluated, {label}", failed / n,
+                    stats.attacked_accuracy(pairs), n, note="stats.attacked_accuracy (the lm-eval shells)"),
+        exact_check(METHOD, f"{prefix}pairs' flip rate = successes / attacked, {label}", len(successes) / attacked,
+                    stats.flip_rate(pairs), attacked, note="stats.flip_rate over the (clean, attacked) pairs"),
+    ]
+    simulated = simulate(setup.world, setup.truths(spec, right), config, setup.plan.mc,
+                         derive_seed(setup.seed, "tces-mc", regime, "denominators", label))
+    run = Run(label, config, records, simulated, setup.world, right)
+    return checks + [c for c in asr_checks(f"{prefix.rstrip(': ')}", run, budget)]
 
 
 # ----------------------------------------------------------------------------------------- driver
@@ -504,6 +599,7 @@ def validate_tces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = N
         if regime == "near":
             checks.append(ordering_check(regime, runs[NEAR_SAMPLER], runs[FAR_SAMPLER]))
             checks += diversity_checks(regime, runs[NEAR_SAMPLER], setup.world, [])
+            checks += denominator_checks(setup, regime, regime_spec)
         else:
             checks.append(ordering_check(regime, runs[FAR_SAMPLER], runs[NEAR_SAMPLER]))
             checks += diversity_checks(regime, runs[FAR_SAMPLER], setup.world, universal)

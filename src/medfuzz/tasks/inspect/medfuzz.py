@@ -214,8 +214,11 @@ def medfuzz_significant(alpha: float | None = None) -> Metric:
 
 @metric
 def medfuzz_significant_paper(alpha: float | None = None) -> Metric:
-    """The same count with the paper's b/M (Algorithm 2), for comparison with the paper only: under the null
-    it is significant at rate ceil(alpha M)/(M + 1) > alpha (2/31 at M = 30)."""
+    """The same count with the paper's b/M over all M controls (Algorithm 2), for comparison with the paper
+    only. It is observed only for tests that drew all M controls: a sequential test (the default) that stopped
+    early has no b over all M (``p_value_paper`` None), so under the default policy this counts only attacks
+    no control reached (b = 0), the same ones the valid test rejects. Under ``controls_policy=fixed`` it is the
+    paper's rule, significant under the null at rate (floor(alpha M) + 1)/(M + 1) > alpha (2/31 at M = 30)."""
     def compute(scores: list[SampleScore]) -> float:
         level = _run_alpha(scores) if alpha is None else alpha
         return float(sum(significant(p, level) for s in scores
