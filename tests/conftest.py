@@ -1,11 +1,50 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.faults.backoff import short_backoff
+
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+ROOT = Path(__file__).resolve().parents[1]
+
+# Speed classes, by where a test lives. `pytest` alone is the fast loop (pyproject's addopts: -m "not slow"); the
+# full run (README, .ci/run) adds -m "slow or not slow". A test is slow when its folder or file is listed here or
+# it is marked e2e (a real run through the harnesses), wherever it lives: the files stay where their subject is.
+SLOW_PLACES = {
+    "tests/e2e/": "real CLIs against the embedded model (SmolLM2 behind llama.cpp)",
+    "tests/faults/test_fault_suite.py": "the fault matrix: a real Inspect eval per task family x fault kind",
+    "tests/faults/test_run_checks.py": "real `inspect eval` subprocesses against the fault server",
+    "tests/faults/test_resume.py": "real runs killed with SIGKILL and resumed (subprocesses)",
+    "tests/faults/test_canary.py": "real runs of every key route, then every file on disk searched",
+    "tests/validation/test_planted_e2e.py": "real `medfuzz run` / `medfuzz validate` runs on the planted models",
+}
+
+
+def slow_reason(item: pytest.Item) -> str | None:
+    """Why ``item`` is in the slow class (None: it is in the fast loop)."""
+    where = Path(item.path).resolve().relative_to(ROOT).as_posix()
+    for place, reason in SLOW_PLACES.items():
+        if where == place or where.startswith(place.rstrip("/") + "/"):
+            return reason
+    if item.get_closest_marker("e2e"):
+        return "a real run through the harnesses (marked e2e)"
+    return None
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if not item.get_closest_marker("slow") and slow_reason(item):
+        item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _test_backoff() -> Iterator[None]:
+    """Retry waits set for the test, not real seconds (tests/faults/backoff.py): the same retries, 0.05 s apart."""
+    with short_backoff():
+        yield
 
 
 @pytest.fixture(autouse=True)
