@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,6 +46,22 @@ def _test_backoff() -> Iterator[None]:
     """Retry waits set for the test, not real seconds (tests/faults/backoff.py): the same retries, 0.05 s apart."""
     with short_backoff():
         yield
+
+
+@pytest.fixture(autouse=True)
+def _own_signal_handlers() -> Iterator[None]:
+    """A test that runs a medfuzz command in-process (``medfuzz run``, ``demo``, ``serve``) installs its SIGTERM /
+    SIGHUP handlers (``medfuzz.cli.serve.stop_servers_on_signals``) for the rest of the process: a later test's
+    ``multiprocessing.Pool`` (lm-eval's bootstrap standard errors) then inherits them in its workers, which no longer
+    die on ``Pool.terminate()``'s SIGTERM, and the test hangs (seen: test_fuzzed_file_through_lm_eval). Each test
+    leaves them as it found them."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            if handler is not None:  # None: set outside Python, nothing to restore
+                signal.signal(signum, handler)
 
 
 @pytest.fixture(autouse=True)

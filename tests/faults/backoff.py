@@ -7,8 +7,8 @@ the server sends ``Retry-After``), then Inspect's retry loop (tenacity: 3-6 s be
 ``ModelAPI.retry_wait()`` names another wait), then medfuzz's guard around a plain ``generate()``
 (``medfuzz.tasks.inspect._failures.BACKOFF``: 2 s, doubled per try). A fault test proves *what* happens after the
 retries (the outcome, the LLM-error count, the reason a run stops), never how long the waits were, so the tests
-keep the same retries and attempts and wait about 50 times less, in the same exponential shapes. A server's
-``Retry-After`` is still honoured.
+keep the same retries and attempts and wait about 50 times less, in the same exponential shapes. The fault
+server's 429 says ``Retry-After: 0.05`` (``RETRY_AFTER``; the SDK honours a fraction of a second) instead of 1 s.
 
 - ``short_backoff()``: the waits shortened in this process for the ``with`` block (the root conftest applies it to
   every test; ``tests/faults/suite.py`` to every fault case, bench/fault_table.py included);
@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SITECUSTOMIZE_DIR = Path(__file__).resolve().parent / "short_backoff"
 INSPECT_WAIT = {"multiplier": 0.05, "max": 0.5, "jitter": 0.05}  # Inspect's default: 3, 30 min, 3 (seconds)
 GUARD_BACKOFF = 0.05  # medfuzz's guard: 2.0 s
+RETRY_AFTER = 0.05  # seconds, the fault server's Retry-After on a 429 in the tests (its default: 1)
 SDK_DELAYS = {"INITIAL_RETRY_DELAY": 0.01, "MAX_RETRY_DELAY": 0.1}  # the openai SDK's: 0.5 s, 8 s
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.faults.backoff import short_backoff
+from tests.faults.backoff import RETRY_AFTER, short_backoff
 from tests.faults.server import CONFIG_FAULTS, CONTENT_FAULTS, TRANSPORT_FAULTS, FaultServer, Schedule
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -123,9 +123,9 @@ def run_case(server: FaultServer, task_name: str, kind: str | None, mode: str, l
     if kind in CONFIG_FAULTS:
         schedule = Schedule(kind=kind)
     elif mode == "transient":
-        schedule = Schedule(kind=kind, rate=1.0, times=1, seed=7)
+        schedule = Schedule(kind=kind, rate=1.0, times=1, seed=7, retry_after=RETRY_AFTER)
     else:
-        schedule = Schedule(kind=kind, poison=(marker(task),))
+        schedule = Schedule(kind=kind, poison=(marker(task),), retry_after=RETRY_AFTER)
     server.reset(schedule)
     env = {**server.env(), "INSPECT_CACHE_DIR": str(cache_dir / "inspect"), "MEDFUZZ_CACHE": str(cache_dir),
            "MEDFUZZ_CALL_CACHE": "off"}  # every run asks the server: the faults must be met, not replayed
