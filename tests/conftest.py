@@ -10,11 +10,11 @@ from tests.faults.backoff import short_backoff
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-ROOT = Path(__file__).resolve().parents[1]
 
 # Speed classes, by where a test lives. `pytest` alone is the fast loop (pyproject's addopts: -m "not slow"); the
-# full run (README, .ci/run) adds -m "slow or not slow". A test is slow when its folder or file is listed here or
-# it is marked e2e (a real run through the harnesses), wherever it lives: the files stay where their subject is.
+# full run (README, .ci/run) adds -m "slow or not slow". A test is slow when its folder, file or test (a node-id
+# prefix) is listed here or it is marked e2e (a real run through the harnesses), wherever it lives: the files stay
+# where their subject is.
 SLOW_PLACES = {
     "tests/e2e/": "real CLIs against the embedded model (SmolLM2 behind llama.cpp)",
     "tests/faults/test_fault_suite.py": "the fault matrix: a real Inspect eval per task family x fault kind",
@@ -22,14 +22,18 @@ SLOW_PLACES = {
     "tests/faults/test_resume.py": "real runs killed with SIGKILL and resumed (subprocesses)",
     "tests/faults/test_canary.py": "real runs of every key route, then every file on disk searched",
     "tests/validation/test_planted_e2e.py": "real `medfuzz run` / `medfuzz validate` runs on the planted models",
+    # lm-eval's whole built-in task index (thousands of YAML files) read from scratch: 7-18 s each
+    "tests/core/test_cli.py::test_lm_eval_wrapper_adds_our_folder_before_user_paths": "lm-eval's full task index",
+    "tests/core/test_names.py::test_lm_eval_task_group_and_tag_names_are_disjoint_from_builtins":
+        "lm-eval's full task index",
 }
 
 
 def slow_reason(item: pytest.Item) -> str | None:
     """Why ``item`` is in the slow class (None: it is in the fast loop)."""
-    where = Path(item.path).resolve().relative_to(ROOT).as_posix()
+    node = item.nodeid  # relative to the repository root (pyproject.toml's folder), e.g. tests/e2e/test_x.py::test
     for place, reason in SLOW_PLACES.items():
-        if where == place or where.startswith(place.rstrip("/") + "/"):
+        if node.startswith(place if place.endswith("/") else (place + "::", place + "[")) or node == place:
             return reason
     if item.get_closest_marker("e2e"):
         return "a real run through the harnesses (marked e2e)"
