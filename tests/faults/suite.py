@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.faults.backoff import RETRY_AFTER, short_backoff
 from tests.faults.server import CONFIG_FAULTS, CONTENT_FAULTS, TRANSPORT_FAULTS, FaultServer, Schedule
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TASKS = ("medqa_clean", "medfuzz_medqa", "tces_medqa", "medguard")
 KINDS = TRANSPORT_FAULTS + CONTENT_FAULTS
 REPLICATES = 2
-# tight deadlines so hangs and persistent faults finish quickly (the defaults are 20 s / 3 / 60 s)
+# tight deadlines so hangs and persistent faults finish quickly (the defaults are 20 s / 3 / 60 s); the waits
+# between retries are the test's too (tests/faults/backoff.py)
 EVAL_LIMITS = {"attempt_timeout": 2, "max_retries": 1, "timeout": 20}
 
 
@@ -117,20 +119,17 @@ def run_case(server: FaultServer, task_name: str, kind: str | None, mode: str, l
              cache_dir: Path, hook: Callable[[Any], None] | None = None) -> Outcome:
     from inspect_ai import eval as inspect_eval
 
-    from medfuzz.tasks.inspect import _failures
-
-    _failures.BACKOFF = 0.05  # the guard's own back-off; Inspect's is its own
     task = build_task(task_name)
     if kind in CONFIG_FAULTS:
         schedule = Schedule(kind=kind)
     elif mode == "transient":
-        schedule = Schedule(kind=kind, rate=1.0, times=1, seed=7)
+        schedule = Schedule(kind=kind, rate=1.0, times=1, seed=7, retry_after=RETRY_AFTER)
     else:
-        schedule = Schedule(kind=kind, poison=(marker(task),))
+        schedule = Schedule(kind=kind, poison=(marker(task),), retry_after=RETRY_AFTER)
     server.reset(schedule)
     env = {**server.env(), "INSPECT_CACHE_DIR": str(cache_dir / "inspect"), "MEDFUZZ_CACHE": str(cache_dir),
            "MEDFUZZ_CALL_CACHE": "off"}  # every run asks the server: the faults must be met, not replayed
-    with environment(env):
+    with environment(env), short_backoff():
         [log] = inspect_eval(task, model=server.inspect_model, log_dir=str(log_dir), display="none",
                              max_samples=4, **EVAL_LIMITS)
     if hook is not None:

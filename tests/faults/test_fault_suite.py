@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from medfuzz.benchmarks import load_items
+from tests.faults.backoff import RETRY_AFTER
 from tests.faults.server import CONFIG_FAULTS, FaultServer, default_items
 from tests.faults.suite import FIXTURES, KINDS, TASKS, run_case
 
@@ -58,10 +59,11 @@ def test_lm_eval_attack_path_recovers_from_transient_faults(server, kind, tmp_pa
     from medfuzz.tasks.lm_eval.medfuzz import attack_with_cache
     from tests.faults.server import Schedule
 
-    server.reset(Schedule(kind=kind, rate=1.0, times=1, hang_seconds=30))
+    server.reset(Schedule(kind=kind, rate=1.0, times=1, hang_seconds=30, retry_after=RETRY_AFTER))
+    # a 2 s deadline per attempt (the default 20 s): a hung first call times out and is retried all the same
     results = attack_with_cache("medqa", target_base_url=server.base_url, target_model="fault-model", data="demo",
                                 attack_limit=2, turns=1, replicates=1, exemplars=0, controls=0,
-                                max_tokens_scale=0.25, cache_dir=str(tmp_path / "attacks"))
+                                max_tokens_scale=0.25, cache_dir=str(tmp_path / "attacks"), call_timeout=2)
     assert server.stats.faults[kind] > 0
     assert [r.counts()["llm_error"] for r in results] == [0, 0], [r.replicates[0].error for r in results]
 

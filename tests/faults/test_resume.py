@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.backoff import subprocess_env
 from tests.faults.resume import kill_and_resume
 from tests.faults.server import FaultServer
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).parents[2]
 MEDFUZZ_ARGS = ["-T", "data=demo", "-T", "limit=4", "-T", "turns=2", "-T", "replicates=2", "-T", "controls=0",
                 "-T", "exemplars=0", "-T", "max_tokens_scale=0.25"]
 
@@ -29,11 +29,10 @@ def server() -> Iterator[FaultServer]:
 
 
 def environment(server: FaultServer, tmp_path: Path, cache: str = "1W") -> dict[str, str]:
-    return {**os.environ, **server.env(), "MEDFUZZ_CALL_CACHE": cache, "MEDFUZZ_CACHE": str(tmp_path / "cache"),
-            "INSPECT_CACHE_DIR": str(tmp_path / "inspect-cache"),
-            # the repository root for the tests' own modules; medfuzz itself comes from the installed package (an
-            # extra <root>/src entry would make Inspect see the src/ egg-info too and find no medfuzz tasks)
-            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    # PYTHONPATH: the repository root for the tests' own modules and the test's retry waits (subprocess_env)
+    return subprocess_env({**os.environ, **server.env(), "MEDFUZZ_CALL_CACHE": cache,
+                           "MEDFUZZ_CACHE": str(tmp_path / "cache"),
+                           "INSPECT_CACHE_DIR": str(tmp_path / "inspect-cache")})
 
 
 def inspect_commands(server: FaultServer, logs: Path) -> tuple[list[str], object]:

@@ -16,11 +16,13 @@ from inspect_ai.log import read_eval_log
 
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from tests.e2e.conftest import cli
+from tests.faults.backoff import subprocess_env
 from tests.faults.server import FaultServer, Schedule
 
 pytestmark = pytest.mark.e2e
 
-# Inspect's own retries and deadline kept short (the defaults are 20 s per attempt and several retries)
+# Inspect's own retries and deadline kept short (the defaults are 20 s per attempt and several retries); the waits
+# between retries are the test's too (tests/faults/backoff.py, through the subprocess's sitecustomize)
 FAST = ["--max-retries", "1", "--attempt-timeout", "2", "--timeout", "20", "--display", "plain"]
 MEDFUZZ = ["-T", "data=demo", "-T", "turns=1", "-T", "replicates=2", "-T", "exemplars=0", "-T", "controls=0",
            "-T", "max_tokens_scale=0.25"]
@@ -35,8 +37,9 @@ def server() -> Iterator[FaultServer]:
 def inspect_eval(server: FaultServer, task: str, args: list[str], log_dir: Path,
                  command: str = "eval") -> tuple[int, str, Path]:
     """``inspect eval`` (or ``eval-set``) as a user runs it: (exit code, output, the newest log file)."""
-    env = {**os.environ, **server.env(), "MEDFUZZ_CALL_CACHE": "off", "INSPECT_CACHE_DIR": str(log_dir / "cache"),
-           "MEDFUZZ_CACHE": str(log_dir / "cache"), "COLUMNS": "400"}  # wide: Inspect's log lines unwrapped
+    env = subprocess_env({**os.environ, **server.env(), "MEDFUZZ_CALL_CACHE": "off",  # retry waits: the test's
+                          "INSPECT_CACHE_DIR": str(log_dir / "cache"), "MEDFUZZ_CACHE": str(log_dir / "cache"),
+                          "COLUMNS": "400"})  # wide: Inspect's log lines unwrapped
     result = subprocess.run([cli("inspect"), command, task, "--model", server.inspect_model, "--log-dir",
                              str(log_dir), *FAST, *args], env=env, capture_output=True, text=True, timeout=600,
                             check=False)
