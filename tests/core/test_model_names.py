@@ -155,3 +155,18 @@ def test_medfuzz_run_passes_its_model_to_the_lm_eval_half(tmp_path: Path, monkey
     [command] = commands
     metadata = json.loads(command[command.index("--metadata") + 1])
     assert metadata["medfuzz_model"] == "openai-api/vllm/org/m"
+
+
+def test_a_cards_results_have_one_order_whatever_the_log_order() -> None:
+    """Log file names start with their run's start time, which differs between a whole run and its shards: the
+    card (and summary.json, model-index.yaml) must not follow it."""
+    from medfuzz.report.overview import MethodResult, result_order
+
+    def result(method: str, harness: str, title: str) -> MethodResult:
+        return MethodResult(method=method, harness=harness, title=title, task=title, dataset="medqa", numbers=[],
+                            sources=[])
+
+    wanted = [result("baseline", "Inspect", "a"), result("medfuzz", "Inspect", "m"), result("medfuzz", "lm-eval", "m"),
+              result("tces", "Inspect", "t1"), result("tces", "Inspect", "t2"), result("medguard", "lm-eval", "g")]
+    for shuffled in (wanted[::-1], wanted[2:] + wanted[:2], wanted[1::2] + wanted[::2]):
+        assert sorted(shuffled, key=result_order) == wanted

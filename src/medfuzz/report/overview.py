@@ -297,7 +297,16 @@ def build(paths: list[Path]) -> list[ModelCard]:
             add(str(log.eval.model), medfuzz_result(log, path))
     for model, result in medguard_results(list(paths)):
         add(model, result)
-    return one_card_per_model(list(cards.values()))
+    merged = one_card_per_model(list(cards.values()))
+    for card in merged:  # one order whatever the logs' file names (their start times differ from run to run)
+        card.results.sort(key=result_order)
+    return merged
+
+
+def result_order(result: MethodResult) -> tuple[int, bool, str, str]:
+    """A card's results: by method (``METHOD_TITLES``' order), Inspect before lm-eval, then title and task."""
+    rank = list(METHOD_TITLES).index(result.method) if result.method in METHOD_TITLES else len(METHOD_TITLES)
+    return rank, result.harness != "Inspect", result.title, result.task
 
 
 def one_card_per_model(cards: list[ModelCard]) -> list[ModelCard]:
