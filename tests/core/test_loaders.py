@@ -228,3 +228,20 @@ def test_shared_full_files_load(shared_data):
     assert len(medqa) == 1272 and len(medmcqa) == 4183
     assert sum('"' in i.question[-1:] for i in medqa) > 50  # the artifacts are kept in the data
     assert not any(i.clean_question().endswith('"') and i.clean_question().count('"') % 2 for i in medqa)
+
+
+def test_an_unreachable_hub_dataset_is_a_data_error_naming_the_dataset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline, ``data=hf`` fails as a DataError (one line in the ``inspect`` CLI: 6 lines instead of a
+    157-line traceback), naming the dataset and the split and saying what to pass instead."""
+    import datasets
+
+    from medfuzz.benchmarks.loaders import _hf_rows
+    from medfuzz.errors import DataError
+
+    def offline(*_: object, **__: object) -> None:
+        raise ConnectionError("Couldn't reach the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError, match=r"'GBaker/MedQA-USMLE-4-options': could not load split 'test' "
+                                        r"\(ConnectionError: .*Offline\? Pass a local file path or 'demo'"):
+        _hf_rows("GBaker/MedQA-USMLE-4-options", "test")

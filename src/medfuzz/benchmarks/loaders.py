@@ -129,7 +129,7 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """
     path = Path(path)
     if not path.is_file():
-        raise MedfuzzError(f"{path}: no such data file")
+        raise DataError(path, None, None, "no such data file")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -166,7 +166,7 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise DataError(path, number, None, "is not a JSON object")
             yield number, record
         return
-    raise MedfuzzError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
+    raise DataError(path, None, None, f"unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
 
 
 # ------------------------------------------------------------------------------------------ validation
@@ -299,9 +299,11 @@ def _hf_rows(dataset: str, split: str) -> list[tuple[int, dict[str, Any]]]:
     try:
         data = datasets.load_dataset(dataset, split=split)
     except Exception as err:  # the hub raises many types; the user needs one message
-        raise MedfuzzError(
-            f"could not load Hugging Face dataset {dataset!r} split {split!r} ({type(err).__name__}: {err}). "
-            "Offline? Pass a local file path or 'demo' as the data source instead."
+        # a DataError, so the harness shells show it as one line (Inspect: a PrerequisiteError, no traceback)
+        raise DataError(
+            f"Hugging Face dataset {dataset!r}", None, None,
+            f"could not load split {split!r} ({type(err).__name__}: {err}). Offline? Pass a local file path or "
+            "'demo' as the data source instead."
         ) from err
     return list(enumerate(data, start=1))
 
