@@ -230,3 +230,22 @@ def test_a_limit_option_is_the_limit_of_both_harnesses(tmp_path: Path) -> None:
     assert metadata["clean_limit"] == 4 and metadata["medguard_limit_per_aspect"] == 1
     assert metadata["tces_limit"] == suite.limit_for("tces") == 10  # the level's: no option for TCES
     assert plan(tmp_path, level="quick", options={"limit": 3}).limit_for("medfuzz") == 3
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_the_plan_resolves_the_levels_defaults_as_medfuzz_run_does(tmp_path: Path, level: str) -> None:
+    """``SuitePlan(level=...)`` scripted from Python runs what ``medfuzz run --level ...`` runs: the level's data
+    (demo and quick: the bundled items, not the whole Hugging Face split) and, for the embedded model, the
+    template attacker."""
+    from medfuzz.cli import build_parser
+    from medfuzz.cli.run import plan_from
+    from medfuzz.tasks.suite import TEMPLATE_ATTACKER
+
+    scripted = SuitePlan(model="embedded", out=tmp_path, level=level)
+    assert scripted.data == LEVELS[level].data and scripted.attacker == TEMPLATE_ATTACKER
+    assert {run.args.get("data") for run in scripted.runs() if run.method != "medguard"} == {LEVELS[level].data}
+    command = plan_from(build_parser().parse_args(["run", "--model", "embedded", "--level", level,
+                                                   "--out", str(tmp_path)]))
+    assert (command.data, command.attacker) == (scripted.data, scripted.attacker)
+    assert SuitePlan(model="openai-api/vllm/m", out=tmp_path, level=level).attacker is None  # attacks itself
+    assert SuitePlan(model="embedded", out=tmp_path, level=level, data="hf", attacker="openai/gpt-4o").data == "hf"

@@ -34,14 +34,12 @@ def _pairs(values: list[str]) -> dict[str, Any]:
 
 
 def plan_from(args: argparse.Namespace) -> Any:
-    from medfuzz.tasks.suite import EMBEDDED, LEVELS, TEMPLATE_ATTACKER, SuitePlan
+    from medfuzz.tasks.suite import SuitePlan
 
-    # the embedded 135M model cannot write valid rewrites: it is attacked by the template attacker unless told
-    attacker = args.attacker or (TEMPLATE_ATTACKER if args.model.strip() == EMBEDDED else None)
-    plan = SuitePlan(
-        model=args.model, out=Path(args.out).resolve(), attacker=attacker,
+    plan = SuitePlan(  # the level's data and the embedded model's template attacker are the plan's defaults
+        model=args.model, out=Path(args.out).resolve(), attacker=args.attacker,
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), level=args.level,
-        data=args.data or LEVELS[args.level].data,
+        data=args.data,
         limit=args.limit, options=_pairs(args.option), max_connections=args.max_connections,
         attempt_timeout=args.attempt_timeout, max_samples=args.max_samples, max_tasks=args.max_tasks,
         retry_attempts=args.retry_attempts, display=args.display, shard=_shard(args.shard),

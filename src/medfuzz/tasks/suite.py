@@ -157,10 +157,12 @@ class SuitePlan:
 
     model: str
     out: Path
-    attacker: str | None = None  # None: the target attacks itself (logged); "template": the template attacker
+    # None: the target attacks itself (logged), except the embedded model: the template attacker (a 135M model
+    # cannot write valid rewrites); "template": the template attacker
+    attacker: str | None = None
     methods: tuple[str, ...] = METHODS
     level: str = "paper"
-    data: str = "hf"  # MedQA source for the baseline, TCES and MedFuzz: hf, demo or a file
+    data: str | None = None  # MedQA source for the baseline, TCES and MedFuzz: hf, demo or a file; None: the level's
     limit: int | None = None  # items per method (MedGuard: per aspect); None: the level's, else every item
     limits: Mapping[str, int] = field(default_factory=dict)  # per method, over ``limit`` and the level's
     options: Mapping[str, Any] = field(default_factory=dict)  # NAME=VALUE: every method that has NAME;
@@ -184,6 +186,11 @@ class SuitePlan:
             raise ConfigError(f"--methods: {unknown or 'nothing'} is not among {list(METHODS)}")
         if self.level not in LEVELS:
             raise ConfigError(f"--level: {self.level!r} is not one of {list(LEVELS)}")
+        # the level's defaults are the plan's, so the suite scripted from Python runs what `medfuzz run` runs
+        if self.data is None:
+            self.data = LEVELS[self.level].data
+        if self.attacker is None and self.model.strip() == EMBEDDED:
+            self.attacker = TEMPLATE_ATTACKER
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"--limit must be at least 1, got {self.limit}")
         if not all(self.models):
