@@ -104,7 +104,7 @@ def check_endpoint(endpoint: Endpoint, timeout: float = TIMEOUT) -> str:
     if served and endpoint.name not in served:
         shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
         raise PreflightError(f"{endpoint.model}: {endpoint.base_url} does not serve {endpoint.name!r} (it lists "
-                             f"{shown}): check the model name")
+                             f"{shown}): check the model name (an alias the listing omits: --no-preflight)")
     return f"{endpoint.model}: {endpoint.base_url} answers and accepts the key"
 
 
