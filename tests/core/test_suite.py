@@ -249,3 +249,15 @@ def test_the_plan_resolves_the_levels_defaults_as_medfuzz_run_does(tmp_path: Pat
     assert (command.data, command.attacker) == (scripted.data, scripted.attacker)
     assert SuitePlan(model="openai-api/vllm/m", out=tmp_path, level=level).attacker is None  # attacks itself
     assert SuitePlan(model="embedded", out=tmp_path, level=level, data="hf", attacker="openai/gpt-4o").data == "hf"
+
+
+def test_with_one_run_at_a_time_medfuzz_starts_first_else_the_plans_order(tmp_path: Path) -> None:
+    from medfuzz.tasks.suite import run_order
+
+    runs = [(run, run.label) for run in plan(tmp_path).runs()]  # the plan: cheap runs first, MedFuzz last
+    assert [label for _, label in run_order(runs, 1)] == ["medfuzz", "clean baseline", "tces drugs pdws",
+                                                         "tces diseases pdws", "medguard"]
+    for several in (None, 2, 10):
+        assert run_order(runs, several) == runs
+    without = [pair for pair in runs if pair[0].method != "medfuzz"]
+    assert run_order(without, 1) == without
