@@ -151,7 +151,8 @@ def test_a_killed_demo_leaves_no_server_running(how, tmp_path):
         process.send_signal(getattr(signal, how))
         output = "".join(lines) + process.communicate(timeout=60)[0]
         if how == "SIGTERM":
-            assert process.returncode == 130 and f"interrupted; finished logs in {tmp_path}" in output, output
+            assert process.returncode == 130 and "stopped by SIGTERM; finished:" in output, output
+            assert f"(logs in {tmp_path})" in output and "Run the same command again to finish" in output, output
         assert _gone(port.group(1)), f"the llama server outlived a demo killed by {how}"
     finally:
         if process.poll() is None:

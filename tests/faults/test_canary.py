@@ -77,15 +77,19 @@ def test_a_canary_key_reaches_the_server_and_nothing_on_disk(tmp_path: Path) -> 
     assert canary not in os.environ.get("MY_CANARY_KEY", "")  # restored after the run
 
 
-def inspect_trace_log() -> Path:
-    """The trace log Inspect writes in this process (``INSPECT_TRACE_FILE``, else one per process under its data
-    folder): its log handler is made once per process, so the file is read from it."""
+def inspect_trace_log() -> bytes:
+    """What Inspect's trace log of this process holds (``INSPECT_TRACE_FILE``, else one file per process under its
+    data folder). Read through the handler's open stream (``/proc/self/fd``), not its path: every Inspect process
+    that starts keeps only the 10 newest trace files, so the CLIs a test suite runs remove this process's file
+    from the folder while its handler still writes to it."""
     from inspect_ai._util.logger import _logHandler
 
     handler = _logHandler["handler"]
     assert handler is not None and handler.trace_logger is not None, "Inspect has not set up its logging yet"
     handler.trace_logger.flush()
-    return Path(handler.trace_logger.baseFilename)
+    stream = handler.trace_logger.stream
+    assert stream is not None, "Inspect's trace log is closed"
+    return Path(f"/proc/self/fd/{stream.fileno()}").read_bytes()
 
 
 def _lm_eval(out: Path, name: str, model_args: str, env: dict[str, str]) -> tuple[int, str]:
@@ -144,5 +148,5 @@ def test_a_key_echoed_by_a_401_or_passed_as_a_model_argument_reaches_no_file(tmp
     assert refused_code != 0 and "api_key: a secret, refused" in refused and "OPENAI_API_KEY" in refused
     assert not list((run / "lm-eval-key").rglob("results_*.json"))
     trace = inspect_trace_log()
-    assert b"Error code: 401" in trace.read_bytes()  # Inspect traced the provider's errors, redacted
-    assert files_containing(tmp_path, canary) == [] and files_containing(trace, canary) == []
+    assert b"Error code: 401" in trace  # Inspect traced the provider's errors, redacted
+    assert files_containing(tmp_path, canary) == [] and canary.encode() not in trace
