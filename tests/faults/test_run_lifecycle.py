@@ -133,7 +133,8 @@ def planted_env(server: PlantedServer, tmp: Path) -> dict[str, str]:
 
 
 def lm_eval_arg(server: PlantedServer) -> str:
-    return f"local-completions:model=planted,base_url={server.base_url}/completions,tokenizer_backend=remote"
+    return (f"local-completions:model=planted,base_url={server.base_url}/completions,tokenizer_backend=remote,"
+            "num_concurrent=8")  # as the README's line
 
 
 @pytest.fixture(scope="module")
