@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from medfuzz.models.planted.server import PlantedServer, launch
 from tests.faults.backoff import short_backoff
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -86,3 +87,13 @@ def shared_data() -> Path:
     if not data.is_dir():
         pytest.skip(f"../shared/data is absent ({data}); this test reads the shared benchmark files")
     return data
+
+
+@pytest.fixture(scope="module")
+def planted() -> Iterator[PlantedServer]:
+    """The planted (known-truth) models behind an OpenAI-compatible server on 127.0.0.1, one per test module."""
+    server = launch()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -7,23 +7,13 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from medfuzz.models.planted.server import PlantedServer, launch
+from medfuzz.models.planted.server import PlantedServer
 from medfuzz.tasks.preflight import PreflightError, check_endpoint, check_lm_eval, endpoint_for
 from medfuzz.tasks.run_stop import FolderBusy, config_failure_of, error_text, folder_lock
-
-
-@pytest.fixture(scope="module")
-def planted() -> Iterator[PlantedServer]:
-    server = launch()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def closed_port() -> int:

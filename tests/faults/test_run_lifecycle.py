@@ -20,12 +20,11 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from medfuzz.models.planted.server import PlantedServer, launch
+from medfuzz.models.planted.server import PlantedServer
 from tests.faults.server import FaultServer, Schedule
 
 pytestmark = pytest.mark.e2e
@@ -119,13 +118,6 @@ def _alive(pid: int) -> bool:
 # ------------------------------------------------------------------------------------------------ fixtures
 
 
-@pytest.fixture(scope="module")
-def planted() -> Iterator[PlantedServer]:
-    server = launch()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def planted_env(server: PlantedServer, tmp: Path) -> dict[str, str]:
