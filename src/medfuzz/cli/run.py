@@ -194,6 +194,8 @@ def _execute(plan: Any, lm: Any, threads: int, report: bool, lm_eval_limits: dic
     problems: list[str] = []  # what failed besides the runs (the lm-eval half), repeated at the end
     out_lm = _lm_eval_half(plan, lm, outcome, models, lm_eval_limits, problems)
     _summaries(plan, outcome, out_lm)
+    if STOP.signum is not None:  # a signal while the summaries read the logs was only recorded (run_stop)
+        raise KeyboardInterrupt
     index = None
     if report:
         phase("writing the report", str(plan.out / "report"))

@@ -25,7 +25,7 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -47,7 +47,7 @@ class StopState:
     signum: int | None = None  # the first stop signal received
     config_failure: str | None = None  # the configuration failure that ended the eval set
     children: list[Any] = field(default_factory=list)  # subprocess.Popen objects to kill on a forced exit
-    on_forced_exit: Callable[[], None] | None = None
+    after_eval_set: bool = False  # set by ``restore_sigint``: a signal inside an event loop is only recorded
     _watchdog: threading.Timer | None = None
 
     def note(self, signum: int) -> None:
@@ -58,10 +58,13 @@ class StopState:
             self._watchdog.start()
 
     def _force_exit(self) -> None:
+        import sys
+
         kill_children(self.children)
-        if self.on_forced_exit is not None:
-            with contextlib.suppress(Exception):
-                self.on_forced_exit()
+        with contextlib.suppress(Exception):
+            print(f"\nmedfuzz run: stopped by {self.name} (forced after {GRACE:g} s). Run the same command again "
+                  "to finish: finished runs, samples and model calls are not paid again.", file=sys.stderr,
+                  flush=True)
         os._exit(INTERRUPTED)
 
     @property
@@ -97,13 +100,26 @@ class _NotedSigint:
 
 def _on_interrupt(signum: int, frame: FrameType | None) -> None:
     """SIGTERM / SIGHUP (and SIGINT outside an event loop): recorded, then handled as the current SIGINT
-    handler handles SIGINT, so that every signal stops the same way."""
+    handler handles SIGINT, so that every signal stops the same way.
+
+    After the eval set, a signal that arrives while an event loop runs (Inspect reads logs through
+    ``asyncio.run``) is only recorded: a ``KeyboardInterrupt`` raised inside that loop leaves its tasks half
+    closed, and asyncio's shutdown then prints their tracebacks. The command checks ``STOP`` after each step
+    that follows the eval set, and the watchdog ends it within ``GRACE`` seconds in any case."""
     STOP.note(signum)
     current = signal.getsignal(signal.SIGINT)
     if signum != signal.SIGINT and callable(current) and current is not _on_interrupt:
         current(signal.SIGINT, frame)
         return
+    if STOP.after_eval_set and _event_loop_running():
+        return
     raise KeyboardInterrupt
+
+
+def _event_loop_running() -> bool:
+    import asyncio
+
+    return asyncio._get_running_loop() is not None  # the public get_running_loop raises when there is none
 
 
 def install() -> None:
@@ -142,10 +158,14 @@ def _wrap_sigint() -> None:
 
 
 def restore_sigint() -> None:
-    """After the eval set: Python's default SIGINT handler again (the runner restores its own only when it is
-    still installed, which the wrapper prevents)."""
-    if isinstance(signal.getsignal(signal.SIGINT), _NotedSigint):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    """After the eval set: a SIGINT handler that records the signal, then raises ``KeyboardInterrupt`` as
+    Python's default does. Recording matters after the eval set: a ``KeyboardInterrupt`` raised inside a library's
+    event loop (the report reads logs through one) can come out as another exception, and the command must still
+    see that it was stopped. Installed whatever the current handler is: an eval set whose runs were all found
+    finished starts no runner, so no hook wrapped the handler."""
+    if threading.current_thread() is threading.main_thread():
+        STOP.after_eval_set = True
+        signal.signal(signal.SIGINT, _on_interrupt)
 
 
 def config_failure_of(record: Any) -> str | None:
