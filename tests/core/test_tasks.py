@@ -12,13 +12,13 @@ from medfuzz.tasks.lm_eval.baselines import clean_docs
 def test_inspect_medqa_scores_letters_and_shuffles(tmp_path):
     from inspect_ai import eval as inspect_eval
 
-    from medfuzz.tasks.inspect.baselines import medqa_clean
+    from medfuzz.tasks.inspect.baselines import TASK_VERSION, medqa_clean
     from tests.scripted_inspect import SCRIPT
 
     SCRIPT[:] = ["ANSWER: C", "ANSWER: A", "ANSWER: B"]
     log = inspect_eval(medqa_clean(data="demo", limit=3), model="medfuzz-scripted/x", log_dir=str(tmp_path),
                        display="none")[0]
-    assert log.status == "success"
+    assert log.status == "success" and log.eval.task_version == TASK_VERSION == 1  # in the log header
     values = [s.scores["baseline_choice"].value for s in log.samples]
     assert [s.target for s in log.samples] == ["C", "A", "D"] and values == ["C", "C", "I"]
     metrics = log.results.scores[0].metrics

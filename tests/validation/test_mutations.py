@@ -6,9 +6,9 @@ non-zero. The unmutated copy must exit 0 (one baseline run, first: it also fills
 parallel runs then share). Two runs at a time (the CI machines have two cores); 30 runs of ~20 s of CPU
 each, so the test is marked slow. ``MEDFUZZ_MUTATION_REPORT=path.json`` writes the failed rows per defect.
 
-A mutation that needs a check living on another branch is ``xfail`` while that check is absent (the
-stratified bootstrap: MedGuard's principle/overall SE checks, ``index_se_checks``, from wt-equity); once the
-check is there the mutation runs as any other.
+A mutation whose catching check is absent from the source tree is ``xfail`` with the reason in ``needs`` (the
+stratified bootstrap needs MedGuard's principle/overall SE checks, ``index_se_checks`` in
+``validation/medguard.py``, which the tree has); a mutation whose check is present runs as any other.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "arrays = [np.concatenate([np.asarray(g, dtype=float) for g in groups if len(g) > 0])]",
              "principle/overall bootstrap SE against sqrt(Σ var_g/n_g)/K (validation/medguard.py::index_se_checks)",
              needs="" if "def index_se_checks" in (SRC / "validation" / "medguard.py").read_text(encoding="utf-8")
-             else "needs the MedGuard SE check from wt-equity"),
+             else "needs the MedGuard principle/overall SE check (index_se_checks)"),
     Mutation("sequential_p_h_over_l_plus_1", "scorers/stats.py",
              "p = exceedances / len(null)  # Besag & Clifford",
              "p = exceedances / (len(null) + 1)  # Besag & Clifford",

@@ -40,6 +40,9 @@ from medfuzz.tasks.inspect._errors import one_line_user_errors
 from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, baseline_choice
 from medfuzz.tasks.inspect._run_checks import RunChecks, first_reason
 
+# Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
+# bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")
+TASK_VERSION = 1
 LENIENT_SCORER = "lenient_choice"
 
 
@@ -105,6 +108,7 @@ def lenient_choice() -> Scorer:
 def _baseline(benchmark: str, selection: DataSelection, seed: int, prompt_style: str) -> Task:
     style = PromptStyle(prompt_style)
     return Task(
+        version=TASK_VERSION,
         dataset=mcq_dataset(benchmark, selection, seed),
         solver=answer_or_llm_error(multiple_choice(cot=style is PromptStyle.COT)),
         scorer=[baseline_choice(), lenient_choice()],

@@ -53,6 +53,9 @@ from medfuzz.tasks.inspect._dataset import mcq_dataset
 from medfuzz.tasks.inspect._errors import one_line_user_errors
 from medfuzz.tasks.inspect._run_checks import ANSWERED, RunChecks, reason
 
+# Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
+# bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")
+TASK_VERSION = 1
 STATE_KEY = "medfuzz"
 log = logging.getLogger(__name__)
 
@@ -411,6 +414,7 @@ def medfuzz_task(benchmark: str, selection: DataSelection, config: MedFuzzConfig
     pack = load_pack(config.pack)
     exemplars = load_items(benchmark, config.exemplar_data) if config.exemplars > 0 else []
     return Task(
+        version=TASK_VERSION,
         dataset=mcq_dataset(benchmark, selection, config.seed),
         solver=medfuzz_attack(config, pack, exemplars),
         scorer=medfuzz_scorer(),  # reads faithfulness and pack from the config each result records

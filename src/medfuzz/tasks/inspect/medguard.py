@@ -39,6 +39,9 @@ from medfuzz.tasks.inspect._errors import one_line_user_errors
 from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, llm_error_count, llm_error_rate
 from medfuzz.tasks.inspect._run_checks import RunChecks, first_reason, reason
 
+# Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
+# bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")
+TASK_VERSION = 1
 UNANSWERED = (STATUS_ERROR, STATUS_GENERATOR_ERROR)  # left out of every index (answered samples only)
 
 
@@ -231,6 +234,7 @@ def medguard_task(config: MedGuardConfig) -> Task:
     # refusal stays the model's answer (status "refused"), as MedGuard scores it
     solver.append(answer_or_llm_error(multiple_choice(template=template(style)), refusal_is_answer=True))
     return Task(
+        version=TASK_VERSION,
         dataset=MemoryDataset([item_to_sample(i) for i in interleaved(items)], name="medguard"),
         solver=solver,
         scorer=medguard_scorer(),

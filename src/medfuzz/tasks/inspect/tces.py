@@ -32,6 +32,9 @@ from medfuzz.tasks.inspect._dataset import mcq_dataset
 from medfuzz.tasks.inspect._errors import one_line_user_errors
 from medfuzz.tasks.inspect._run_checks import ANSWERED, NOT_ASKED, RunChecks, reason
 
+# Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
+# bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")
+TASK_VERSION = 1
 METADATA_KEY = "tces"
 
 
@@ -162,6 +165,7 @@ def llm_error_of_item(scores: dict[str, SampleScore]) -> str:
 def tces_task(benchmark: str, selection: DataSelection, config: TCESConfig) -> Task:
     """The TCES Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
     return Task(
+        version=TASK_VERSION,
         dataset=mcq_dataset(benchmark, selection, config.seed),
         solver=tces_attack(config),
         scorer=tces_scorer(),
