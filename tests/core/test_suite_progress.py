@@ -33,15 +33,18 @@ def test_the_eta_is_within_twice_the_real_time_left_from_a_quarter_of_the_calls_
 def test_the_expected_calls_count_in_flight_samples_half_and_pool_a_methods_runs() -> None:
     """Counted by hand: run a (bound 100 a sample, 4 samples) with 1 finished and 2 in flight after 10 calls has
     done 1 + 2/2 = 2 samples' worth at 5 calls each (a twentieth of its bound); b (same method, not started, 10
-    samples of bound 10) takes that share: 10 x 10 x 1/20 = 5 calls; c (another method) keeps its bound."""
+    samples of bound 10) takes that share: 10 x 10 x 1/20 = 5 calls; c (another method, one call a sample)
+    keeps its bound; d (an attack method not yet observed, 5 samples of bound 8) takes the share the adaptive
+    runs used: 5 x 8 x 1/20 = 2 calls."""
     from medfuzz.tasks.suite import Bound
-    from medfuzz.tasks.suite_progress import SuiteProgress
+    from medfuzz.tasks.suite_progress import ADAPTIVE, SuiteProgress
 
     now = [0.0]
-    bound = Bound({"a": {"target": 400}, "b": {"target": 100}, "c": {"target": 7}}, {"a": 4, "b": 10, "c": 7})
-    progress = SuiteProgress(bound, show=False, methods={"a": "medfuzz", "b": "medfuzz", "c": "medguard"},
-                             clock=lambda: now[0])
-    assert progress.estimated_total() == 507  # nothing finished: the bounds
+    bound = Bound({"a": {"target": 400}, "b": {"target": 100}, "c": {"target": 7}, "d": {"target": 40}},
+                  {"a": 4, "b": 10, "c": 7, "d": 5})
+    progress = SuiteProgress(bound, show=False, methods={"a": "medfuzz", "b": "medfuzz", "c": "medguard",
+                                                         "d": "tces"}, clock=lambda: now[0])
+    assert progress.estimated_total() == 547  # nothing finished: the bounds
     now[0] = 2.0
     progress.task_started("e1", "a", 4)
     for _ in range(3):
@@ -49,15 +52,15 @@ def test_the_expected_calls_count_in_flight_samples_half_and_pool_a_methods_runs
     for _ in range(10):
         progress.model_call("e1", tokens=1)
     progress.sample_finished("e1")
-    assert progress.pooled_use() == {"medfuzz": 10 / (2 * 100)}
-    # a: 2 samples' worth left at 5 calls = 10; b: 5; c: 7
-    assert progress.estimated_total() == 10 + 10 + 5 + 7
-    now[0] = 12.0  # 10 calls in the 10 s since the first task started: 22 calls to come take 22 s
+    assert progress.pooled_use() == {"medfuzz": 10 / (2 * 100), ADAPTIVE: 10 / (2 * 100)}
+    # a: 2 samples' worth left at 5 calls = 10; b: 5; c: 7; d: 2
+    assert progress.estimated_total() == 10 + 10 + 5 + 7 + 2
+    now[0] = 12.0  # 10 calls in the 10 s since the first task started: 24 calls to come take 24 s
     # a's own pace: 1 call a second over its 2 samples in flight, times the 3 it ran at once (3 left): 1.5 a
     # second, so its 10 calls take 6.7 s, less than the suite's 22 s
     assert progress.runs["a"].pace(now[0]) == pytest.approx(1.5)
-    assert progress.eta_seconds() == pytest.approx(22.0)
-    assert progress.samples_done() == (1, 21)
+    assert progress.eta_seconds() == pytest.approx(24.0)
+    assert progress.samples_done() == (1, 26)
 
 
 def test_the_call_rate_is_the_later_half_of_the_time_since_the_first_task() -> None:

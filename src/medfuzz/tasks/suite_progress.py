@@ -7,7 +7,8 @@ Inspect's hooks (``inspect_ai.hooks``) report every model call (``on_model_usage
   the samples' worth of work they bought (finished samples whole, samples in flight half: in a run with steady
   concurrency a sample in flight is on average half done), times the samples' worth left. A run with no finished
   sample takes the share of its bound that the finished runs of the same method used (the TCES settings, or one
-  method over several models); only a method with no finished sample anywhere falls back to the bound, which
+  method over several models); an attack method with no finished sample anywhere takes the share the other
+  attacks' runs used (``ADAPTIVE``), and only with no attack observed at all falls back to the bound, which
   overstates (MedFuzz stops at the first successful attack and uses about a tenth of its bound);
 - **time**: those calls at the recent call rate (over the later half of the time since the first task started:
   the build, the embedded server's start and a run's slow first seconds are not its pace), or, when longer, a
@@ -43,6 +44,11 @@ _active: SuiteProgress | None = None
 # finished ones alone, and early in a run (many in flight, few finished) the calls per sample come out several
 # times too high.
 IN_FLIGHT_SHARE = 0.5
+# The pool of every adaptive run (``_RunState.adaptive``): a method with no finished sample yet takes the share of
+# the bound the other attacks used (MedFuzz and TCES both stop at the first success, so both use less of their
+# bound the less robust the model is). Its bound alone overstated 8-10x (issue 26: 15:15 printed at 32 % of the
+# README's main command, 1:34 real, with the TCES runs not yet started behind MedFuzz).
+ADAPTIVE = "adaptive runs"
 RATE_MIN_CALLS = 20  # the fewest calls a recent window needs to give the rate
 BAR_FORMAT = "{{desc}} {{percentage:3.0f}}%|{{bar}}| {{n_fmt}}/{{total_fmt}} calls [{{elapsed}}<{eta}] {{postfix}}"
 
@@ -90,12 +96,18 @@ class _RunState:
             return None
         return self.calls / (self.work_done() * self.bound_per_sample) if self.bound_per_sample else 0.0
 
-    def remaining_calls(self, pooled_use: float | None) -> float:
-        """The work left at this run's own observed use of the bound, else at its method's (``pooled_use``), else
-        at the bound itself."""
+    @property
+    def adaptive(self) -> bool:
+        """Whether this run's samples may stop before their bound (an attack under a query budget: more than one
+        call per sample at most); a run of one call per sample always uses its bound."""
+        return self.bound_per_sample > 1
+
+    def remaining_calls(self, pooled: dict[str, float]) -> float:
+        """The work left at this run's own observed use of the bound, else at its method's, else (an adaptive run
+        of a method not yet observed) at the use observed over the other adaptive runs, else at the bound."""
         use = self.bound_used()
         if use is None:
-            use = pooled_use if pooled_use is not None else 1.0
+            use = pooled.get(self.method, pooled.get(ADAPTIVE, 1.0) if self.adaptive else 1.0)
         return self.work_left() * self.bound_per_sample * use
 
 
@@ -218,19 +230,21 @@ class SuiteProgress:
     # -- estimate
     def pooled_use(self) -> dict[str, float]:
         """Per method, the share of the bound its runs with a finished sample used: their calls over the bound of
-        the work those calls bought (runs of different bounds per sample weigh by their bound)."""
+        the work those calls bought (runs of different bounds per sample weigh by their bound); under ``ADAPTIVE``
+        the same over every adaptive run (``_RunState.adaptive``) with a finished sample."""
         calls: dict[str, float] = {}
         bounds: dict[str, float] = {}
         for state in self.runs.values():
             if state.finished:
-                calls[state.method] = calls.get(state.method, 0.0) + state.calls
-                bounds[state.method] = bounds.get(state.method, 0.0) + state.work_done() * state.bound_per_sample
-        return {method: calls[method] / bounds[method] for method in calls if bounds[method]}
+                for pool in (state.method, *([ADAPTIVE] if state.adaptive else [])):
+                    calls[pool] = calls.get(pool, 0.0) + state.calls
+                    bounds[pool] = bounds.get(pool, 0.0) + state.work_done() * state.bound_per_sample
+        return {pool: calls[pool] / bounds[pool] for pool in calls if bounds[pool]}
 
     def estimated_total(self) -> float:
         """Calls made so far plus the calls the unfinished samples are expected to make."""
         pooled = self.pooled_use()
-        return self.calls + sum(state.remaining_calls(pooled.get(state.method)) for state in self.runs.values())
+        return self.calls + sum(state.remaining_calls(pooled) for state in self.runs.values())
 
     def eta_seconds(self) -> float:
         """The longer of two lower bounds on the time left (NaN before the first call):
@@ -245,8 +259,9 @@ class SuiteProgress:
             return float("nan")
         pooled = self.pooled_use()
         suite = (self.estimated_total() - self.calls) / rate
-        # runs still at their bound are left out here: the bound over a run's pace would stretch an overestimate
-        runs = [state.remaining_calls(pooled.get(state.method)) / pace for state in self.runs.values()
+        # only runs estimated from their own method's calls: another method's share, or the bound, over a run's
+        # pace would stretch an overestimate
+        runs = [state.remaining_calls(pooled) / pace for state in self.runs.values()
                 if (state.finished or state.method in pooled) and (pace := state.pace(self.clock()))]
         return max([suite, *runs])
 
