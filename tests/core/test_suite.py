@@ -159,8 +159,8 @@ def test_run_command_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_progress_expects_each_runs_own_calls_per_finished_sample() -> None:
-    """The expected total: calls so far + per run, unfinished samples x that run's calls per finished sample (its
-    bound per sample before any has finished), counted by hand."""
+    """The expected total: calls so far + per run, unfinished samples x that run's calls per finished sample (before
+    any has finished, the share of the bound the other attacks used, or the bound), counted by hand."""
     from medfuzz.tasks.suite import Bound
     from medfuzz.tasks.suite_progress import SuiteProgress
 
@@ -171,12 +171,13 @@ def test_progress_expects_each_runs_own_calls_per_finished_sample() -> None:
     for _ in range(6):
         progress.model_call("e1", tokens=10)
     progress.sample_finished("e1")
-    # a: 6 calls so far, 3 samples left at 6 per finished sample = 18; b: its bound 100
-    assert progress.estimated_total() == 6 + 18 + 100
+    # a: 6 calls so far, 3 samples left at 6 per finished sample = 18; b, another attack not yet observed: the
+    # share of its bound a used (6 of 10 a sample), 100 x 0.6 = 60
+    assert progress.estimated_total() == 6 + 18 + 60
     assert progress.samples_done() == (1, 14) and progress.tokens == 60
     progress.task_started("e2", "b", 5)  # a resumed run: 5 of its 10 samples left to run
     assert progress.samples_done() == (6, 14)
-    assert progress.estimated_total() == 6 + 18 + 5 * 10  # b: 5 unfinished x its bound of 10 per sample
+    assert progress.estimated_total() == 6 + 18 + 5 * 10 * 0.6  # b: 5 unfinished x 10 per sample x a's share
 
 
 def test_the_embedded_model_and_the_demo_level_bring_their_own_attacker_and_data(tmp_path: Path) -> None:

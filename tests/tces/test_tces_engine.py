@@ -169,6 +169,33 @@ async def test_key_without_entity_anchors_on_the_key_text(resources) -> None:
     assert result.victim.text in ("Warfarin", "Heparin") and result.outcome is Outcome.SUCCESS
 
 
+async def test_anchor_texts_are_embedded_before_the_run_once_and_read_back_from_the_cache(
+        item, resources, tmp_path: Path) -> None:
+    """Only keys without an entity of the type are embedded (once each, alone), before any attack; a later
+    process with the same cache reads them without calling its encoder, and every attack is the same."""
+    no_key_entity = MCQItem("k", "Which is best?", {"A": "Watchful waiting", "B": "Warfarin", "C": "Heparin",
+                                                   "D": "Rest"}, "A")
+    no_entity_at_all = MCQItem("n", "Which?", {"A": "Rest", "B": "Ice", "C": "Sleep", "D": "Walk"}, "B")
+    cold = TCESResources(resources.vocabulary, resources.encoder, resources.vectors, cache=tmp_path)
+    resources.encoder.encoded.clear()
+    assert cold.embed_anchor_texts([item, no_key_entity, no_key_entity, no_entity_at_all]) == 1
+    assert resources.encoder.encoded == ["Watchful waiting"]  # one text, in a batch of its own
+    direct = resources.encoder.encode(["Watchful waiting"])[0]
+    files = list((tmp_path / "texts").rglob("*.npy"))
+    assert len(files) == 1 and np.array_equal(np.load(files[0]), direct)
+    first = await attack_item(no_key_entity, ScriptedChatModel(["A", "A", "B"]), cold, config())
+
+    fresh_encoder = TableEncoder({})
+    warm = TCESResources(resources.vocabulary, fresh_encoder, resources.vectors, cache=tmp_path)
+    again = await attack_item(no_key_entity, ScriptedChatModel(["A", "A", "B"]), warm, config())
+    assert fresh_encoder.encoded == []  # read from the cache: the encoder never ran
+    assert again.to_dict() == first.to_dict()
+    files[0].write_bytes(b"not numpy")  # a damaged entry is recomputed, not trusted
+    assert np.array_equal(TCESResources(resources.vocabulary, fresh_encoder, resources.vectors,
+                                        cache=tmp_path).text_vector("Watchful waiting"), direct)
+    assert fresh_encoder.encoded == ["Watchful waiting"]
+
+
 def _with_key_probability(p_key: float, answer: str = "C") -> Generation:
     others = (1 - p_key) / 3
     logprobs = {letter: math.log(p_key if letter == "C" else others) for letter in "ABCD"}

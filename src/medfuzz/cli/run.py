@@ -161,6 +161,7 @@ def _execute(plan: Any, lm: Any, threads: int, report: bool, lm_eval_limits: dic
         _preflight(plan, lm)
     print("  building the tasks (TCES embeds its vocabularies once; later runs read them from the cache)", flush=True)
     built = suite.build_tasks(plan)
+    suite.embed_anchor_texts(built)
     bound = suite.bound(built, plan.models)
     settings_path = suite.write_settings(plan, bound)
     print(f"Upper bound on model calls before the first call (attacks that stop early make fewer; settings and "

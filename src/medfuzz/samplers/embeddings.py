@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -75,13 +75,15 @@ class SentenceEncoder:
                 from sentence_transformers.models import Pooling, Transformer
 
             try:
-                if self.pooling is None:
-                    self._model = SentenceTransformer(self.path, device=self.device)
-                else:
-                    word = Transformer(self.path)
-                    dimension = getattr(word, "get_embedding_dimension", None) or word.get_word_embedding_dimension
-                    pool = Pooling(dimension(), pooling_mode=self.pooling)
-                    self._model = SentenceTransformer(modules=[word, pool], device=self.device)
+                with _quiet_weight_loading():
+                    if self.pooling is None:
+                        self._model = SentenceTransformer(self.path, device=self.device)
+                    else:
+                        word = Transformer(self.path)
+                        dimension = getattr(word, "get_embedding_dimension", None) or \
+                            word.get_word_embedding_dimension
+                        pool = Pooling(dimension(), pooling_mode=self.pooling)
+                        self._model = SentenceTransformer(modules=[word, pool], device=self.device)
             except OSError as err:
                 raise MedfuzzError(f"could not load the embedding model {self.path!r} ({err}). Offline? Use the "
                                    "default embedding or a local folder.") from err
@@ -93,6 +95,21 @@ class SentenceEncoder:
         vectors = self._load().encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
                                       normalize_embeddings=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
+
+
+@contextlib.contextmanager
+def _quiet_weight_loading() -> Iterator[None]:
+    """transformers' "Loading weights" progress bar off while the encoder loads (it landed in the middle of
+    ``medfuzz run``'s progress line), and back as it was afterwards."""
+    from transformers.utils import logging as transformers_logging
+
+    enabled = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            transformers_logging.enable_progress_bar()
 
 
 def get_encoder(embedding: str | Encoder = DEFAULT_ENCODER) -> Encoder:
@@ -112,20 +129,53 @@ def cache_key(vocabulary: Vocabulary, encoder: Encoder) -> str:
     return f"{vocabulary.kind}-{vocabulary.digest}-{model}"
 
 
+def cache_folder(cache: Path | bool | None) -> Path | None:
+    """Where vectors are cached: ``cache`` a folder, ``None`` (or ``True``) the default
+    (``$MEDFUZZ_CACHE/embeddings``), ``False`` nowhere."""
+    return None if cache is False else (embedding_cache_dir() if cache is None or cache is True else Path(cache))
+
+
+def _read_vectors(path: Path | None, rows: int | None = None) -> np.ndarray | None:
+    """A cached array, or ``None`` when it is missing, unreadable or of another shape (then it is recomputed)."""
+    if path is None or not path.is_file():
+        return None
+    with contextlib.suppress(ValueError, OSError):
+        vectors = np.load(path)
+        if rows is None or (vectors.ndim == 2 and vectors.shape[0] == rows):
+            return vectors
+    return None
+
+
 def vocabulary_vectors(vocabulary: Vocabulary, encoder: Encoder, cache: Path | bool | None = None) -> np.ndarray:
     """Vectors of every vocabulary name, row ``i`` for ``names[i]``; read from / written to the cache.
 
-    ``cache``: a folder, ``None`` for the default (``$MEDFUZZ_CACHE/embeddings``) or ``False`` for none. A cached
-    file whose shape does not fit the vocabulary is recomputed.
+    ``cache``: as ``cache_folder`` reads it. A cached file whose shape does not fit the vocabulary is recomputed.
     """
-    folder = None if cache is False else (embedding_cache_dir() if cache is None or cache is True else Path(cache))
+    folder = cache_folder(cache)
     path = folder / f"{cache_key(vocabulary, encoder)}.npy" if folder is not None else None
-    if path is not None and path.is_file():
-        with contextlib.suppress(ValueError, OSError):
-            vectors = np.load(path)
-            if vectors.ndim == 2 and vectors.shape[0] == len(vocabulary):
-                return vectors
+    cached = _read_vectors(path, len(vocabulary))
+    if cached is not None:
+        return cached
     vectors = encoder.encode(list(vocabulary.names))
     if path is not None:
         write_atomically(path, lambda stream: np.save(stream, vectors))
     return vectors
+
+
+def text_vector(encoder: Encoder, text: str, folder: Path | None) -> np.ndarray:
+    """One text's vector, encoded on its own (a batch of one: encoding it among others pads it and moves its
+    values by about 1e-7, so it is never batched), read from / written to ``folder/texts/<model>/<sha256 of the
+    text>.npy``. A TCES run embeds the key option texts of items whose key names no entity of the type; cached,
+    a later run, shard or resume reads them without loading the encoder (seconds of import and load)."""
+    path = None
+    if folder is not None:
+        model = hashlib.sha256(encoder.name.encode()).hexdigest()[:16]
+        path = folder / "texts" / model / f"{hashlib.sha256(text.encode()).hexdigest()}.npy"
+    cached = _read_vectors(path)
+    if cached is not None and cached.ndim == 1:
+        return cached
+    vector = np.asarray(encoder.encode([text])[0])
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, lambda stream: np.save(stream, vector))
+    return vector

@@ -361,6 +361,24 @@ def build_tasks(plan: SuitePlan) -> list[tuple[SuiteRun, Any]]:
     return built
 
 
+def embed_anchor_texts(built: Sequence[tuple[SuiteRun, Any]]) -> int:
+    """Before the first model call: embed the key option texts the TCES runs' attacks will anchor on
+    (``TCESResources.embed_anchor_texts``), with the resources those runs' solvers use. Otherwise the encoder
+    loads in the middle of the first TCES run (a pause of 7-20 s on 2 cores that the ETA read as a slower
+    endpoint); cached on disk, a later run reads the vectors and never loads the encoder."""
+    from medfuzz.benchmarks.items import MCQItem
+    from medfuzz.tasks.inspect.tces import shared_resources
+
+    texts = 0
+    for run, task in built:
+        if run.method == "tces":
+            config = method_config(run)
+            resources = shared_resources(config.entity, config.vocabulary, config.embedding)
+            texts += resources.embed_anchor_texts(MCQItem.from_record(sample.metadata["item"])
+                                                  for sample in task.dataset)
+    return texts
+
+
 def shard_range(total: int, k: int, n: int) -> tuple[int, int]:
     """The k-th (1-based) of n contiguous, near-equal slices of ``total`` samples, as [start, end) (Inspect's
     sample-range form, ``--limit start,end``); the n slices cover every sample once, in order."""

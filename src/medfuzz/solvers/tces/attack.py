@@ -12,6 +12,7 @@ drawn in the current entity's neighbourhood; each counts against B and each can 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,14 @@ from medfuzz.benchmarks.prompts import letter_prompt
 from medfuzz.errors import MedfuzzError
 from medfuzz.models.logprobs import normalise
 from medfuzz.models.protocol import ChatMessage, ChatModel, Generation, UsageLedger
-from medfuzz.samplers.embeddings import DEFAULT_ENCODER, Encoder, get_encoder, vocabulary_vectors
+from medfuzz.samplers.embeddings import (
+    DEFAULT_ENCODER,
+    Encoder,
+    cache_folder,
+    get_encoder,
+    text_vector,
+    vocabulary_vectors,
+)
 from medfuzz.samplers.entities import EntityMatcher, Mention, TypedOptions, substituted_item, type_options
 from medfuzz.samplers.sampling import (
     CandidatePool,
@@ -51,8 +59,10 @@ class TCESResources:
     vocabulary: Vocabulary
     encoder: Encoder
     vectors: np.ndarray
+    cache: Path | None = None  # where text vectors are kept (``embeddings.cache_folder``); None: in memory only
     matcher: EntityMatcher = field(init=False)
     unit: np.ndarray = field(init=False, repr=False)
+    _texts: dict[str, np.ndarray] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.matcher = EntityMatcher(self.vocabulary)
@@ -64,7 +74,23 @@ class TCESResources:
               embedding: str | Encoder = DEFAULT_ENCODER, cache: Path | bool | None = None) -> TCESResources:
         vocab = load_vocabulary(entity_type, vocabulary)
         encoder = get_encoder(embedding)
-        return cls(vocab, encoder, vocabulary_vectors(vocab, encoder, cache))
+        return cls(vocab, encoder, vocabulary_vectors(vocab, encoder, cache), cache_folder(cache))
+
+    def text_vector(self, text: str) -> np.ndarray:
+        """The encoder's vector of one text (``embeddings.text_vector``), kept for the process too."""
+        if text not in self._texts:
+            self._texts[text] = text_vector(self.encoder, text, self.cache)
+        return self._texts[text]
+
+    def embed_anchor_texts(self, items: Iterable[MCQItem]) -> int:
+        """Embed now the key option texts the attacks of ``items`` will anchor on (``anchor_vector``: a key with no
+        entity of the type), so that the encoder loads while the task is built, not in the middle of the run's
+        first attack; returns how many texts that was."""
+        texts = {item.options[item.answer] for item in map(clean_item, items)
+                 if (typed := type_options(item, self.matcher)).distractors and not typed.key}
+        for text in sorted(texts):
+            self.text_vector(text)
+        return len(texts)
 
 
 @dataclass(frozen=True)
@@ -195,7 +221,7 @@ def anchor_vector(typed: TypedOptions, item: MCQItem, resources: TCESResources,
         key_mention = typed.key[int(k)]
         anchor = {"source": "entity", "text": key_mention.text, "vocab_name": key_mention.name}
         return resources.vectors[key_mention.index], anchor, victims[int(d)]
-    vector = resources.encoder.encode([item.options[item.answer]])[0]
+    vector = resources.text_vector(item.options[item.answer])
     d = int(np.argmin(unit_cosine_distances(vector, candidates)))
     return vector, {"source": "option_text", "text": item.options[item.answer], "vocab_name": None}, victims[d]
 
