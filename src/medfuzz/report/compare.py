@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.report._csv import safe_cell
 from medfuzz.scorers.stats import DEFAULT_ALPHA, significant
-from medfuzz.tasks.lm_eval._docs import versions_correct
 
 log = logging.getLogger(__name__)
 

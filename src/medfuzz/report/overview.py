@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.keys import method_of
 from medfuzz.report.labels import label
 from medfuzz.scorers import stats
 
@@ -265,7 +266,6 @@ LM_EVAL_BASELINES = ("medqa_clean", "medmcqa_clean")  # the letter log-likelihoo
 def build(paths: list[Path]) -> list[ModelCard]:
     """One card per target model over every run in ``paths`` (models in order of first appearance)."""
     from medfuzz.report._logs import read_log
-    from medfuzz.report.medfuzz import _is_medfuzz
 
     cards: dict[str, ModelCard] = {}
 
@@ -293,7 +293,7 @@ def build(paths: list[Path]) -> list[ModelCard]:
             add(str(log.eval.model), baseline_result(log, path))
         elif method == "tces":
             add(str(log.eval.model), tces_result(path))
-        elif method == "medfuzz" or (method is None and _is_medfuzz(log)):
+        elif method_of(log.eval.metadata, log.eval.task) == "medfuzz":
             add(str(log.eval.model), medfuzz_result(log, path))
     for model, result in medguard_results(list(paths)):
         add(model, result)

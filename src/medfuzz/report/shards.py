@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.keys import SHARD_KEY
 from medfuzz.report.problems import Problems, describe
-from medfuzz.tasks.suite import SHARD_KEY
 
 MERGED_KEY = "medfuzz_merged_shards"  # a merged log's metadata: the shard count, the run's samples, the shard logs
 MERGED_DIR = "merged-shards"
@@ -117,8 +117,8 @@ def _run_start_records(log: Any, samples: int) -> dict[str, Any]:
         return records
     method = meta.get("medfuzz_method")
     if method == "medfuzz":
+        from medfuzz.records.run_start import attainability_record
         from medfuzz.solvers.medfuzz.config import MedFuzzConfig
-        from medfuzz.tasks.inspect.medfuzz import attainability_record
 
         config = MedFuzzConfig.from_options(**meta["medfuzz"])
         records["attainability"] = attainability_record(config, samples)

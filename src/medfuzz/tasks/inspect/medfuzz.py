@@ -40,6 +40,7 @@ from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
+from medfuzz.records.run_start import attainability_record
 from medfuzz.scorers.medfuzz import score_item, totals
 from medfuzz.scorers.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
@@ -374,15 +375,6 @@ def warn_attainability(config: MedFuzzConfig, items: int) -> dict[str, Any] | No
                     config.max_controls, config.max_controls + 1, reach.smallest_p, config.alpha, largest_family,
                     most, most, controls_for_holm(most, config.alpha))
     return record
-
-
-def attainability_record(config: MedFuzzConfig, items: int) -> dict[str, Any] | None:
-    """What ``warn_attainability`` records for a run of ``items`` samples, without the warning (the report
-    recomputes it for shards merged into one run)."""
-    if not config.controls:
-        return None
-    reach = attainability(config.max_controls, items * config.replicates, config.alpha)
-    return {**reach.to_dict(), "holm_family_max": int(config.alpha * (config.max_controls + 1) + 1e-9)}
 
 
 def llm_error_of_item(scores: dict[str, SampleScore]) -> str:

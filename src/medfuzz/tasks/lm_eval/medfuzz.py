@@ -56,10 +56,11 @@ from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.errors import DataError
 from medfuzz.models.openai_compat import DEFAULT_MAX_CONNECTIONS, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from medfuzz.options import ConfigError, as_bool, check
+from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, read_jsonl
-from medfuzz.tasks.lm_eval._docs import dataset, selection, versions_correct
+from medfuzz.tasks.lm_eval._docs import dataset, selection
 from medfuzz.tasks.lm_eval._options import read_options
 
 log = logging.getLogger(__name__)

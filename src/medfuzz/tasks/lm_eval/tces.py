@@ -32,16 +32,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from medfuzz.benchmarks.prompts import completion_prompt
+from medfuzz.records.lm_eval_docs import versions_correct, versions_doc
 from medfuzz.solvers.tces.attack import TCESResources, clean_item, first_substitution
 from medfuzz.solvers.tces.config import TCESConfig
-from medfuzz.tasks.lm_eval._docs import (
-    benchmark_items,
-    dataset,
-    item_to_doc,
-    selection,
-    versions_correct,
-    versions_doc,
-)
+from medfuzz.tasks.lm_eval._docs import benchmark_items, dataset, item_to_doc, selection
 from medfuzz.tasks.lm_eval._options import lm_eval_doc_limit, read_options
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Harness-free: an ``ExplainPair`` (clean item, attacked item) and an open-weight model in, Shapley profiles of the
 answer-letter log-probability for both prompts, summary numbers, figures and JSON out. Reading pairs from Inspect
-logs is ``medfuzz.tasks.tces_studies.explain_report``; the command is ``medfuzz explain``
+logs is ``medfuzz.report.explain_pairs``; the command is ``medfuzz explain``
 (``medfuzz.cli.explain``). Needs the ``explain`` extra (shap) and, for models, transformers + torch (``hf`` extra).
 
 Example::
