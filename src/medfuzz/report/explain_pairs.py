@@ -14,7 +14,7 @@ from typing import Any
 
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.errors import MedfuzzError
-from medfuzz.tasks.tces_studies.explain.pair import ExplainPair
+from medfuzz.solvers.tces.explain.pair import ExplainPair
 
 SCORER = "tces_scorer"
 
