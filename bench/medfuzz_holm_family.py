@@ -16,8 +16,8 @@ import argparse
 import time
 
 from medfuzz.models.planted import PlantedSpec
-from medfuzz.scorers.stats import adjust, significant
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+from medfuzz.stats import adjust, significant
 from medfuzz.validation import medfuzz as vm
 from medfuzz.validation.items import synthetic_items
 

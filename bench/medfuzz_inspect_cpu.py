@@ -264,7 +264,7 @@ def main() -> None:
                         help="write each variant's profile to PREFIX<variant>.prof (for pstats / snakeviz)")
     parser.add_argument("--top", type=int, default=0, help="also print the top N functions by own time")
     args = parser.parse_args()
-    from medfuzz.scorers.stats import adjust
+    from medfuzz.stats import adjust
 
     adjust([0.01, 0.2], "holm")  # the metrics' first adjustment imports statsmodels: set-up, not per call
     server = Server(args.latency_ms)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from medfuzz import stats
 from medfuzz.records.lm_eval_docs import versions_correct
-from medfuzz.scorers import stats
 from medfuzz.scorers.tces import summarise
 from tests.e2e.conftest import cli, run_cli
 

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from medfuzz import stats
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import completion_prompt, letter_prompt
 from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
@@ -19,7 +20,6 @@ from medfuzz.models.planted.tces import apply_win, changed_option, inserted_text
 from medfuzz.models.planted.text import find_question
 from medfuzz.models.protocol import ChatMessage
 from medfuzz.options import ConfigError
-from medfuzz.scorers import stats
 from medfuzz.scorers import tces as tces_scorer
 from medfuzz.validation import tces as vt
 from medfuzz.validation.checks import format_table

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from medfuzz.scorers.stats import attainability
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+from medfuzz.stats import attainability
 
 
 def attainability_record(config: MedFuzzConfig, items: int) -> dict[str, Any] | None:

@@ -26,7 +26,8 @@ from typing import Any
 from medfuzz.records.keys import method_of
 from medfuzz.report._csv import safe_cell
 from medfuzz.scorers.medfuzz import totals
-from medfuzz.scorers.stats import (
+from medfuzz.solvers.medfuzz.parsing import word_opcodes
+from medfuzz.stats import (
     DEFAULT_ALPHA,
     adjust,
     attainability,
@@ -34,7 +35,6 @@ from medfuzz.scorers.stats import (
     significant,
     wilson_interval,
 )
-from medfuzz.solvers.medfuzz.parsing import word_opcodes
 
 COLUMNS = ["rank", "model", "attacker", "task", "item_id", "replicate", "turn", "status", "p_value", "p_holm", "p_bh",
            "p_value_paper",

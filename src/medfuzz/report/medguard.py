@@ -33,8 +33,8 @@ from medfuzz.scorers.medguard import (
     position_report,
     safety_report,
 )
-from medfuzz.scorers.stats import DEFAULT_ALPHA
 from medfuzz.solvers.medguard.taxonomy import ALL_ASPECTS, PRINCIPLE_OF, Aspect, Principle
+from medfuzz.stats import DEFAULT_ALPHA
 
 
 @dataclass

@@ -5,7 +5,7 @@ Face ``model-index`` block (``model-index.yaml``).
 Every number comes from the code that computes it elsewhere: MedFuzz's counts from ``scorers.medfuzz.counts``
 (the pooled ratios of ``totals``) and its significance counts from ``report.medfuzz.summary_of`` at the run's own
 α; TCES from ``scorers.tces.summarise``; MedGuard's indices, bootstrap SEs and chance levels from
-``report.medguard`` (``safety_report`` / ``position_report``); Wilson intervals from ``scorers.stats.proportion``.
+``report.medguard`` (``safety_report`` / ``position_report``); Wilson intervals from ``medfuzz.stats.proportion``.
 lm-eval numbers are the ones lm-eval reported, with its own standard errors.
 """
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medfuzz import stats
 from medfuzz.records.keys import method_of
 from medfuzz.report.labels import label
-from medfuzz.scorers import stats
 
 METHOD_TITLES = {"baseline": "Clean baseline", "medfuzz": "MedFuzz", "tces": "TCES", "medguard": "MedGuard"}
 # one line per method on why the two harnesses' numbers differ, shown where the page has both

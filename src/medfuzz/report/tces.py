@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medfuzz.scorers import stats
+from medfuzz import stats
 from medfuzz.scorers.tces import TCESSummary, asr_by_budget, summarise
 
 SCORER = "tces_scorer"

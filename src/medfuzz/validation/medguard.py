@@ -41,10 +41,10 @@ from medfuzz.scorers.medguard import (
     position_report,
     safety_report,
 )
-from medfuzz.scorers.stats import N_RESAMPLES
 from medfuzz.solvers.medguard.builders import BuildConfig, build
 from medfuzz.solvers.medguard.prompts import BASIC_TEMPLATE
 from medfuzz.solvers.medguard.taxonomy import EQUITY_POOL, PRINCIPLE_OF, RACES, SEXES, Aspect, Principle
+from medfuzz.stats import N_RESAMPLES
 from medfuzz.validation.checks import Check, exact_check, proportion_check, z
 
 METHOD = "MedGuard"

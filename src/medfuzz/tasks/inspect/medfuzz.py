@@ -6,7 +6,7 @@ is NOT what the paper did (its attacker was GPT-4 for every target): the run log
 every score's config (and the sample metadata) records ``attacker_is_target``.
 
 Inspect ``@scorer``/``@metric`` shells for MedFuzz (numbers from ``medfuzz.scorers.medfuzz``, p-value
-adjustments from ``medfuzz.scorers.stats``).
+adjustments from ``medfuzz.stats``).
 
 ``Score.value`` holds per-item counts (replicates, outcome classes, correct after k attempts, tested and
 significant attacks, faithfulness verdicts) so the metrics pool them exactly as the paper weights them;
@@ -42,13 +42,13 @@ from medfuzz.benchmarks.prompts import format_question
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
 from medfuzz.records.run_start import attainability_record
 from medfuzz.scorers.medfuzz import score_item, totals
-from medfuzz.scorers.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 from medfuzz.solvers.medfuzz.prompts import AssumptionPack, load_pack
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import fuzzed_records
 from medfuzz.solvers.outcomes import Outcome
+from medfuzz.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
 from medfuzz.tasks.inspect._cost import announce_max_calls, record
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 from medfuzz.tasks.inspect._errors import one_line_user_errors

@@ -78,7 +78,7 @@ def tces_docs(task_benchmark: str, task_entity: str, **kwargs: Any):
 
 def process_results(doc: dict[str, Any], results: Sequence[tuple[float, bool]]) -> dict[str, float]:
     """Per-doc values for lm-eval's ``mean`` (``clean_acc``, ``attacked_acc``) and ``nanmean`` (``flip_rate``,
-    NaN outside its denominator); their means are ``medfuzz.scorers.stats.clean_accuracy`` /
+    NaN outside its denominator); their means are ``medfuzz.stats.clean_accuracy`` /
     ``attacked_accuracy`` / ``flip_rate`` over the items' (clean, attacked) pairs."""
     clean, attacked = versions_correct(doc, results)
     return {"clean_acc": float(clean), "attacked_acc": float(clean and attacked),
