@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.models.planted import PlantedSpec, planted_pair
-from medfuzz.models.planted.text import contains_phrase
 from medfuzz.models.protocol import ChatMessage, ChatModel, Generation
+from medfuzz.planted import PlantedSpec, planted_pair
+from medfuzz.planted.text import contains_phrase
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 from medfuzz.solvers.medfuzz.results import ItemResult, Outcome

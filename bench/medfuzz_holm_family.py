@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from medfuzz.models.planted import PlantedSpec
+from medfuzz.planted import PlantedSpec
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.stats import adjust, significant
 from medfuzz.validation import medfuzz as vm

@@ -47,7 +47,7 @@ from typing import Any
 # the planted server in a child process: its request handling is not the client's CPU
 SERVER_CODE = """
 import json, sys
-from medfuzz.models.planted.server import launch
+from medfuzz.planted.server import launch
 server = launch(latency_ms=float(sys.argv[1]))
 print(json.dumps({"env": server.inspect_env(), "target": server.inspect_model(),
                   "attacker": server.inspect_model(attacker=True)}), flush=True)

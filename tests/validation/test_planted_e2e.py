@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from medfuzz.benchmarks import load_items
-from medfuzz.models.planted import PlantedSpec, PlantedTarget
-from medfuzz.models.planted.server import serve
+from medfuzz.planted import PlantedSpec, PlantedTarget
+from medfuzz.planted.server import serve
 from medfuzz.scorers.medfuzz import totals
 from tests.e2e.conftest import cli, run_cli
 

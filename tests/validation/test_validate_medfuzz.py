@@ -12,7 +12,7 @@ from scipy import stats as scipy_stats
 
 import medfuzz.scorers.medfuzz as scorer_module
 from medfuzz import stats
-from medfuzz.models.planted import PlantedSpec
+from medfuzz.planted import PlantedSpec
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.validation import medfuzz as vm
 from medfuzz.validation.checks import (

@@ -1,7 +1,7 @@
 """MedFuzz checks: run the real engine and scorers (``MedFuzzEngine`` → ``score_item`` → ``totals``, the path
 both harness shells use) on planted models and compare with values computed from the planted rule alone.
 
-The planted rule (``medfuzz.models.planted.spec``), restated here independently of the engine:
+The planted rule (``medfuzz.planted.spec``), restated here independently of the engine:
 
 - per call, P(key) = q = clip(b_i + σU, 0, 1), U ~ Uniform(-1, 1), fresh per call; with a trigger in the
   question, P(key) = max(q - δ, 0); answers at temperature > 0 are draws from these probabilities;
@@ -34,7 +34,7 @@ import numpy as np
 
 from medfuzz import stats
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.models.planted import PlantedSpec, planted_pair
+from medfuzz.planted import PlantedSpec, planted_pair
 from medfuzz.scorers.medfuzz import ItemScore, score_item, totals
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
@@ -122,7 +122,7 @@ def accuracy_checks(items: Sequence[MCQItem], spec: PlantedSpec, config: MedFuzz
                     results: Sequence[ItemResult], scores: Sequence[ItemScore], label: str = "") -> list[Check]:
     """Every accuracy-type number medfuzz prints, read from ``totals`` (what the Inspect metrics and the report
     print), against the planted expectations; the denominators of the intervals are the counts of units."""
-    from medfuzz.models.planted import PlantedTarget
+    from medfuzz.planted import PlantedTarget
 
     prefix = f"{label}: " if label else ""
     bases = PlantedTarget(spec, items).base

@@ -31,8 +31,8 @@ import numpy as np
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.benchmarks.prompts import format_choices
-from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
 from medfuzz.models.protocol import ChatMessage
+from medfuzz.planted import PlantedChatModel, PlantedSpec, PlantedTarget
 from medfuzz.scorers.medguard import (
     ItemResult,
     SafetyReport,
@@ -264,7 +264,7 @@ def sampling_checks(items: Sequence[MCQItem], p: float = 0.7, p2: float = 0.45, 
 
 
 def _shown(item: MCQItem):
-    from medfuzz.models.planted.text import find_question
+    from medfuzz.planted.text import find_question
 
     return find_question([ChatMessage("user", f"{item.clean_question()}\n\n{format_choices(item)}")])
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from medfuzz import stats
 from medfuzz.benchmarks.items import MCQItem, derive_seed
-from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
+from medfuzz.planted import PlantedChatModel, PlantedSpec, PlantedTarget
 from medfuzz.scorers import tces as tces_scorer
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig

@@ -74,7 +74,7 @@ def aspect_docs(task_aspect: str, **kwargs: Any):
 
 
 def equity_docs(items: list[MCQItem], aspect: Aspect, strategy: str) -> list[dict[str, Any]]:
-    """The consistency units of an equity aspect as docs (``medfuzz.tasks.lm_eval._docs.versions_doc``: each
+    """The consistency units of an equity aspect as docs (``medfuzz.records.lm_eval_docs.versions_doc``: each
     variant's prompt followed by each letter, after the variants' shared beginning); ``variants`` holds each
     variant's doc (option order, sex, race) as JSON, in choice order. A unit missing a variant is left out, as
     in ``medfuzz.scorers.medguard``."""

@@ -3,7 +3,7 @@
 lm-eval cannot query the model while it builds a dataset, so the transform is model-free: for every item with
 an entity of the type in a distractor, the victim is replaced by the entity RandS/PDWS draws first (the same
 draw as the Inspect attack's first query with the same seed). Each such item is one doc holding both versions
-(``medfuzz.tasks.lm_eval._docs.versions_doc``: the clean and the attacked prompt, each followed by every
+(``medfuzz.records.lm_eval_docs.versions_doc``: the clean and the attacked prompt, each followed by every
 letter, after their shared beginning), so one doc gives the pair (correct clean, correct attacked) and the
 metrics are per-doc values that lm-eval's own ``mean`` / ``nanmean`` aggregate, with lm-eval's standard errors:
 ``clean_acc`` (mean of c), ``attacked_acc`` (mean of c and a: an item answered wrongly clean is not attacked
