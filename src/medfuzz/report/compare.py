@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.keys import METHOD_KEY
 from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.report._csv import safe_cell
 from medfuzz.stats import DEFAULT_ALPHA, significant
@@ -153,7 +154,7 @@ def _inspect_run(path: Path) -> AttackRun | None:
         header = read_log(path, header_only=True)
     except Exception:  # not an Inspect log: another reader's business
         return None
-    method = (header.eval.metadata or {}).get("medfuzz_method")
+    method = (header.eval.metadata or {}).get(METHOD_KEY)
     if method not in ("medfuzz", "tces") or header.status != "success":
         return None
     log = read_log(path)

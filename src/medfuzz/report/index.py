@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from medfuzz.records.keys import method_of
+from medfuzz.records.keys import METHOD_KEY, method_of
 from medfuzz.report._outputs import write_text_atomically
 from medfuzz.report.problems import Problems
 
@@ -211,7 +211,7 @@ def inspect_card(path: Path) -> RunCard | None:
     metadata = dict(log.eval.metadata or {})
     nested = metadata.pop("medfuzz", None)
     max_calls = metadata.pop("max_calls", None)
-    parameters = {**{k: v for k, v in metadata.items() if k not in ("medfuzz_method", "medguard")},
+    parameters = {**{k: v for k, v in metadata.items() if k not in (METHOD_KEY, "medguard")},
                   **(nested if isinstance(nested, dict) else {}), **(log.eval.task_args or {})}
     key = ", ".join(f"{k} {_short(parameters[k])}" for k in KEY_PARAMETERS.get(method, ()) if k in parameters)
     card = RunCard(method=method, title=f"{log.eval.task} · {log.eval.model}" + (f" · {key}" if key else ""),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from medfuzz.records.keys import method_of
+from medfuzz.records.keys import METHOD_KEY, MODEL_LABEL, SHARD_KEY, SUITE_KEY, method_of
 from medfuzz.records.lm_eval_docs import doc_results
 from medfuzz.scorers.medguard import (
     STATUS_ERROR,
@@ -80,9 +80,9 @@ def results_from_inspect_log(log: Any) -> list[ItemResult]:
 
 # metadata that says which part of a run a log holds or where it came from, not how its items were built or
 # asked: logs that differ only here are parts of one run (one log per aspect task, a suite's label)
-NOT_SETTINGS = frozenset({"aspects", "medfuzz_method", "medguard", "medfuzz_suite", "medfuzz_shard",
+NOT_SETTINGS = frozenset({"aspects", METHOD_KEY, "medguard", SUITE_KEY, SHARD_KEY,
                           "medfuzz_merged_shards", "max_calls", "strategy", "version", "medguard_aspects",
-                          "medfuzz_model"})
+                          MODEL_LABEL})
 
 
 def _inspect_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]] | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz import stats
-from medfuzz.records.keys import method_of
+from medfuzz.records.keys import METHOD_KEY, method_of
 from medfuzz.report.labels import label
 
 METHOD_TITLES = {"baseline": "Clean baseline", "medfuzz": "MedFuzz", "tces": "TCES", "medguard": "MedGuard"}
@@ -288,7 +288,7 @@ def build(paths: list[Path]) -> list[ModelCard]:
             continue
         if log.status != "success":
             continue  # a failed run has no numbers; its card carries the banner
-        method = (log.eval.metadata or {}).get("medfuzz_method")
+        method = (log.eval.metadata or {}).get(METHOD_KEY)
         if method is None and is_baseline(log):
             add(str(log.eval.model), baseline_result(log, path))
         elif method == "tces":

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz import stats
+from medfuzz.records.keys import METHOD_KEY
 from medfuzz.scorers.tces import TCESSummary, asr_by_budget, summarise
 
 SCORER = "tces_scorer"
@@ -66,7 +67,7 @@ def read_tces_log(path: Path) -> TCESRun | None:
     except Exception:  # not an Inspect log at all (an lm-eval file, a PNG, ...): not ours to read
         return None
     metadata = log.eval.metadata or {}
-    if metadata.get("medfuzz_method") != "tces" or log.status != "success" or not log.samples:
+    if metadata.get(METHOD_KEY) != "tces" or log.status != "success" or not log.samples:
         return None
     records = [s.scores[SCORER].metadata["record"] for s in log.samples
                if s.scores and SCORER in s.scores and s.scores[SCORER].metadata]
