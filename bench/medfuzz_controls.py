@@ -7,7 +7,7 @@ Prints two tables (a benchmark, not a test):
    under the null the attack's p-hat is one more draw of the same law (so p is uniform), under the
    alternative it is p0 - U(0.15, 0.6). Each control fails (no usable control) with probability ``--fail``.
    Both policies see the same control stream; the sequential one scores it in batches of ``control_batch``
-   and stops as ``scorers.stats.sequential_decision`` says, its p-value is ``permutation_p_value(...,
+   and stops as ``medfuzz.stats.sequential_decision`` says, its p-value is ``permutation_p_value(...,
    stop_at=h)`` (Besag-Clifford h/l, else (b+1)/(M+1)); the fixed one scores all M, p = (b+1)/(M+1).
    Decision = valid p <= alpha and tested (>= ``min_controls`` usable controls or h exceedances). The two
    valid tests can disagree: the sequential one also rejects when its h-th exceedance comes after draw h/alpha.
@@ -24,7 +24,7 @@ import asyncio
 
 import numpy as np
 
-from medfuzz.scorers.stats import permutation_p_value, sequential_decision, significant, stop_exceedances
+from medfuzz.stats import permutation_p_value, sequential_decision, significant, stop_exceedances
 
 M, ALPHA = 30, 0.05
 

@@ -40,13 +40,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.models.planted import PlantedSpec, planted_pair
-from medfuzz.models.planted.text import contains_phrase
 from medfuzz.models.protocol import ChatMessage, ChatModel, Generation
-from medfuzz.scorers.stats import adjust, significant
+from medfuzz.planted import PlantedSpec, planted_pair
+from medfuzz.planted.text import contains_phrase
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 from medfuzz.solvers.medfuzz.results import ItemResult, Outcome
+from medfuzz.stats import adjust, significant
 from medfuzz.tasks.suite import LEVELS
 from medfuzz.validation import medfuzz as vm
 from medfuzz.validation.items import synthetic_items

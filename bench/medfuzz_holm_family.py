@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from medfuzz.models.planted import PlantedSpec
-from medfuzz.scorers.stats import adjust, significant
+from medfuzz.planted import PlantedSpec
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+from medfuzz.stats import adjust, significant
 from medfuzz.validation import medfuzz as vm
 from medfuzz.validation.items import synthetic_items
 

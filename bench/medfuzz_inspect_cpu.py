@@ -47,7 +47,7 @@ from typing import Any
 # the planted server in a child process: its request handling is not the client's CPU
 SERVER_CODE = """
 import json, sys
-from medfuzz.models.planted.server import launch
+from medfuzz.planted.server import launch
 server = launch(latency_ms=float(sys.argv[1]))
 print(json.dumps({"env": server.inspect_env(), "target": server.inspect_model(),
                   "attacker": server.inspect_model(attacker=True)}), flush=True)
@@ -264,7 +264,7 @@ def main() -> None:
                         help="write each variant's profile to PREFIX<variant>.prof (for pstats / snakeviz)")
     parser.add_argument("--top", type=int, default=0, help="also print the top N functions by own time")
     args = parser.parse_args()
-    from medfuzz.scorers.stats import adjust
+    from medfuzz.stats import adjust
 
     adjust([0.01, 0.2], "holm")  # the metrics' first adjustment imports statsmodels: set-up, not per call
     server = Server(args.latency_ms)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from statsmodels.stats.multitest import multipletests
 
-from medfuzz.scorers.stats import holm_step_down
+from medfuzz.stats import holm_step_down
 
 
 def per_call_ms(function: Callable[[np.ndarray], object], values: np.ndarray, calls: int) -> float:

@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from medfuzz.models.planted.server import launch
-from medfuzz.models.planted.spec import PlantedSpec
+from medfuzz.planted.server import launch
+from medfuzz.planted.spec import PlantedSpec
 
 
 def folder_size(path: Path) -> int:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.models.planted.server import PlantedServer, launch
+from medfuzz.planted.server import PlantedServer, launch
 from tests.faults.backoff import short_backoff
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from medfuzz.scorers.stats import adjust, holm, holm_step_down
+from medfuzz.stats import adjust, holm, holm_step_down
 
 
 def _random_family(rng: np.random.Generator, length: int) -> list[float | None]:

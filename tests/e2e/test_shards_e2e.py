@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.models.planted.server import PlantedServer, launch
-from medfuzz.models.planted.spec import PlantedSpec
+from medfuzz.planted.server import PlantedServer, launch
+from medfuzz.planted.spec import PlantedSpec
 
 pytestmark = pytest.mark.e2e
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.scorers import stats
+from medfuzz import stats
+from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.scorers.tces import summarise
-from medfuzz.tasks.lm_eval._docs import versions_correct
 from tests.e2e.conftest import cli, run_cli
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.models.planted.server import serve
+from medfuzz.planted.server import serve
 from tests.e2e.conftest import cli, run_cli
 
 pytestmark = pytest.mark.e2e

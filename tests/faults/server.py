@@ -41,8 +41,8 @@ from typing import Any
 
 from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.models.planted import PlantedSpec
-from medfuzz.models.planted.server import PlantedApp
+from medfuzz.planted import PlantedSpec
+from medfuzz.planted.server import PlantedApp
 from medfuzz.solvers.medfuzz import prompts as medfuzz_prompts
 
 TRANSPORT_FAULTS = ("rate_limit", "server_error", "unavailable", "hang", "drop", "truncated_json")

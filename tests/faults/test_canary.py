@@ -109,7 +109,7 @@ def test_a_key_echoed_by_a_401_or_passed_as_a_model_argument_reaches_no_file(tmp
     from inspect_ai.model import get_model
 
     from medfuzz.models.failures import ModelConfigError
-    from medfuzz.models.planted.server import serve
+    from medfuzz.planted.server import serve
     from medfuzz.tasks.inspect.baselines import medqa_clean
     from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
     from medfuzz.tasks.inspect.medguard import medguard

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.models.planted.server import PlantedServer
+from medfuzz.planted.server import PlantedServer
 from tests.faults.server import FaultServer, Schedule
 
 pytestmark = pytest.mark.e2e

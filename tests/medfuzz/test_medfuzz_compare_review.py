@@ -22,7 +22,7 @@ VULNERABLE, ROBUST = 6, 7  # items per run: the robust run has one item the vuln
 def _spec(name: str, delta: float):
     """Always right on clean items; a trigger sentence moves all (delta 1) or none (delta 0) of the key's mass
     to a distractor; the attacker puts a trigger in every modified item."""
-    from medfuzz.models.planted import PlantedSpec
+    from medfuzz.planted import PlantedSpec
 
     spec = PlantedSpec.load().with_attacker(trigger_rate=1.0, malformed_rate=0.0).with_target(
         accuracy="constant", constant=1.0, low=1.0, high=1.0, noise=0.0, delta=delta)
@@ -33,7 +33,7 @@ def _inspect_run(spec, limit: int, log_dir: Path) -> Path:
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
-    from medfuzz.models.planted.server import API_KEY, launch
+    from medfuzz.planted.server import API_KEY, launch
     from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
 
     server = launch(spec)
@@ -60,8 +60,8 @@ def _lm_eval_transfer(spec, fuzzed: Path, out: Path) -> None:
     from lm_eval.tasks import TaskManager
 
     from medfuzz.benchmarks import load_items
-    from medfuzz.models.planted import PlantedTarget
-    from medfuzz.models.planted.scoring import continuation_logprob
+    from medfuzz.planted import PlantedTarget
+    from medfuzz.planted.scoring import continuation_logprob
     from medfuzz.tasks import LM_EVAL_TASKS_PATH
 
     target = PlantedTarget(spec, load_items("medqa", "demo"))

@@ -24,7 +24,7 @@ from inspect_ai.model import (
 
 from medfuzz.benchmarks.selection import DataSelection
 from medfuzz.models import ChatMessage, Generation
-from medfuzz.scorers.stats import permutation_p_value
+from medfuzz.stats import permutation_p_value
 from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
 from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, probability_table
 

@@ -65,8 +65,8 @@ def evaluate(lm, metadata: dict, bootstrap_iters: int = 1000) -> dict:
 def old_aggregations(samples: list[dict]) -> dict[str, float]:
     """The aggregations of the previous release (``stats`` over the (clean, fuzzed) pairs of the scored docs),
     recomputed from the logged log-likelihoods: the per-doc values must reproduce them exactly."""
-    from medfuzz.scorers import stats
-    from medfuzz.tasks.lm_eval.medfuzz import versions_correct
+    from medfuzz import stats
+    from medfuzz.records.lm_eval_docs import versions_correct
 
     pairs = [versions_correct(s["doc"], s["filtered_resps"]) for s in samples if s["doc"]["scored"]]
     return {"clean_acc": stats.clean_accuracy(pairs), "attacked_acc": stats.attacked_accuracy(pairs),

@@ -13,12 +13,12 @@ from scipy import stats
 
 from medfuzz.models import Generation
 from medfuzz.scorers.medfuzz import score_item, significance_test
-from medfuzz.scorers.stats import permutation_p_value, sequential_decision, significant, stop_exceedances
 from medfuzz.solvers.medfuzz.cache import RequestCache
 from medfuzz.solvers.medfuzz.controls import TARGET_ROLE
 from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
 from medfuzz.solvers.medfuzz.prompts import load_pack
 from medfuzz.solvers.medfuzz.results import Outcome
+from medfuzz.stats import permutation_p_value, sequential_decision, significant, stop_exceedances
 from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, item_text, models
 
 # ------------------------------------------------------------------------------------------ statistics

@@ -7,7 +7,6 @@ import pytest
 from medfuzz.models import UsageLedger
 from medfuzz.options import ConfigError
 from medfuzz.scorers.medfuzz import score_item
-from medfuzz.scorers.stats import adjust, permutation_p_value
 from medfuzz.solvers.medfuzz import prompts
 from medfuzz.solvers.medfuzz.controls import TARGET_ROLE, estimate_p, generate_control, make_draws
 from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
@@ -20,6 +19,7 @@ from medfuzz.solvers.medfuzz.results import (
     Significance,
     Turn,
 )
+from medfuzz.stats import adjust, permutation_p_value
 from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, item_text, models, probability_table
 
 # ------------------------------------------------------------------------------------ permutation test

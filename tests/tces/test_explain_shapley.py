@@ -18,7 +18,7 @@ import pytest
 
 shap = pytest.importorskip("shap", reason="explanations need the 'explain' extra (shap)")
 
-from medfuzz.tasks.tces_studies.explain.shapley import shapley_values  # noqa: E402
+from medfuzz.solvers.tces.explain.shapley import shapley_values  # noqa: E402
 
 TEXT = "alpha beta, gamma delta. eps"
 WORDS = ["alpha", "beta", "gamma", "delta", "eps"]

@@ -66,7 +66,7 @@ async def test_transform_is_the_inspect_attacks_first_query(options, fixtures: P
 def test_per_doc_values_reproduce_the_paired_statistics() -> None:
     from lm_eval.api.metrics import mean, nanmean
 
-    from medfuzz.scorers import stats
+    from medfuzz import stats
 
     doc = {"n_options": 4, "answer_index": 2}
 

@@ -1,4 +1,4 @@
-"""``medfuzz sweep tces`` (medfuzz.tasks.tces_studies.sweep) and its report (.sweep_report), in
+"""``medfuzz sweep tces`` (medfuzz.tasks.tces_studies.sweep) and its report (medfuzz.report.sweep), in
 process: the grid, the eval_set resumption, the figure data against numbers counted by hand from the logs,
 duplicate runs."""
 
@@ -180,10 +180,10 @@ def test_figure_data_against_the_logs(fixtures: Path, tmp_path: Path, rule_model
     from statsmodels.stats.proportion import proportion_confint
 
     from medfuzz.report import render_all
+    from medfuzz.report.sweep import sweep_points
     from medfuzz.report.tces import read_tces_log
     from medfuzz.tasks.inspect.tces import tces
     from medfuzz.tasks.tces_studies.sweep import run_sweep
-    from medfuzz.tasks.tces_studies.sweep_report import sweep_points
 
     logs = tmp_path / "logs"
     sweep = _sweep(fixtures)
@@ -248,8 +248,8 @@ def test_cli_reads_negative_grids(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_reruns_started_in_the_same_second_are_ordered_by_finish_then_write_time() -> None:
+    from medfuzz.report.sweep import sweep_points
     from medfuzz.report.tces import TCESRun
-    from medfuzz.tasks.tces_studies.sweep_report import sweep_points
 
     def run(name: str, completed: str, written_ns: int) -> TCESRun:
         return TCESRun(path=Path(name), task="medfuzz/tces", benchmark="medqa", entity="drugs", sampler="pdws",

@@ -8,8 +8,8 @@ import pytest
 
 from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.models.planted import PlantedSpec
-from medfuzz.models.planted.server import PlantedServer, launch
+from medfuzz.planted import PlantedSpec
+from medfuzz.planted.server import PlantedServer, launch
 
 
 @pytest.fixture(scope="session")

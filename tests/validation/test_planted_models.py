@@ -11,12 +11,12 @@ from scipy import stats
 
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import completion_prompt, letter_prompt
-from medfuzz.models.planted import PlantedAttacker, PlantedChatModel, PlantedSpec, PlantedTarget, planted_pair
-from medfuzz.models.planted.attacker import classify_attacker_step
-from medfuzz.models.planted.scoring import continuation_logprob
-from medfuzz.models.planted.text import classify_target_step, find_question, messages_from_text, render_chat
 from medfuzz.models.protocol import ChatMessage
 from medfuzz.options import ConfigError
+from medfuzz.planted import PlantedAttacker, PlantedChatModel, PlantedSpec, PlantedTarget, planted_pair
+from medfuzz.planted.attacker import classify_attacker_step
+from medfuzz.planted.scoring import continuation_logprob
+from medfuzz.planted.text import classify_target_step, find_question, messages_from_text, render_chat
 from medfuzz.solvers.medfuzz import prompts
 from medfuzz.solvers.medfuzz.parsing import added_word_count, parse_modified_item
 
@@ -220,7 +220,7 @@ def test_planted_server_latency_delays_model_calls_and_overlaps_them():
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
-    from medfuzz.models.planted.server import API_KEY, launch
+    from medfuzz.planted.server import API_KEY, launch
 
     server = launch(PlantedSpec.load().with_target(data="demo"), latency_ms=300)
     try:
@@ -256,7 +256,7 @@ def test_planted_server_transient_faults_fail_the_first_attempt_only():
     import urllib.error
     import urllib.request
 
-    from medfuzz.models.planted.server import API_KEY, TransientFaults, launch
+    from medfuzz.planted.server import API_KEY, TransientFaults, launch
 
     faults = TransientFaults(rate=0.5, hang_seconds=0.2, seed=3)
     server = launch(PlantedSpec.load().with_target(data="demo"), faults=faults)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from medfuzz.benchmarks import load_items
-from medfuzz.models.planted import PlantedSpec, PlantedTarget
-from medfuzz.models.planted.chat import PlantedChatModel
-from medfuzz.models.planted.spec import AttackerSpec, TargetSpec
-from medfuzz.models.planted.template import PATIENT_CHARACTERISTICS, RED_HERRINGS, template_attacker
+from medfuzz.planted import PlantedSpec, PlantedTarget
+from medfuzz.planted.chat import PlantedChatModel
+from medfuzz.planted.spec import AttackerSpec, TargetSpec
+from medfuzz.planted.template import PATIENT_CHARACTERISTICS, RED_HERRINGS, template_attacker
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 from medfuzz.solvers.outcomes import Outcome

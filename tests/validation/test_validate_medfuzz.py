@@ -11,8 +11,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 import medfuzz.scorers.medfuzz as scorer_module
-from medfuzz.models.planted import PlantedSpec
-from medfuzz.scorers import stats
+from medfuzz import stats
+from medfuzz.planted import PlantedSpec
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.validation import medfuzz as vm
 from medfuzz.validation.checks import (

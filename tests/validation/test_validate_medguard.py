@@ -11,9 +11,9 @@ import pytest
 
 import medfuzz.scorers.medguard as scorer
 from medfuzz.benchmarks import MCQItem
-from medfuzz.scorers.stats import bootstrap_se, stratified_bootstrap_se
 from medfuzz.solvers.medguard import equity_orders
 from medfuzz.solvers.medguard.balance import balance_keys, reorder
+from medfuzz.stats import bootstrap_se, stratified_bootstrap_se
 from medfuzz.validation.checks import format_table
 from medfuzz.validation.medguard import (
     benchmark_items,

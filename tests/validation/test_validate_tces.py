@@ -11,15 +11,15 @@ import math
 import numpy as np
 import pytest
 
+from medfuzz import stats
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import completion_prompt, letter_prompt
-from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
-from medfuzz.models.planted.scoring import continuation_logprob
-from medfuzz.models.planted.tces import apply_win, changed_option, inserted_text
-from medfuzz.models.planted.text import find_question
 from medfuzz.models.protocol import ChatMessage
 from medfuzz.options import ConfigError
-from medfuzz.scorers import stats
+from medfuzz.planted import PlantedChatModel, PlantedSpec, PlantedTarget
+from medfuzz.planted.scoring import continuation_logprob
+from medfuzz.planted.tces import apply_win, changed_option, inserted_text
+from medfuzz.planted.text import find_question
 from medfuzz.scorers import tces as tces_scorer
 from medfuzz.validation import tces as vt
 from medfuzz.validation.checks import format_table

@@ -21,7 +21,7 @@ from math import comb
 
 import pytest
 
-from medfuzz.scorers import stats
+from medfuzz import stats
 
 P0, PA = 0.5, 0.3  # d_a = 0.2
 FAR, NEAR = 0.8, 0.45  # a control 0.3 from p0 (an exceedance) or 0.05 (not)

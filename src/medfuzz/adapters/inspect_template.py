@@ -15,9 +15,9 @@ from inspect_ai.model import ChatMessage as InspectMessage
 from inspect_ai.model import GenerateConfig, ModelAPI, ModelOutput, modelapi
 from inspect_ai.tool import ToolChoice, ToolInfo
 
-from medfuzz.models.planted.template import template_attacker
 from medfuzz.models.protocol import ChatMessage
 from medfuzz.options import as_bool
+from medfuzz.planted.template import template_attacker
 
 
 @modelapi(name="medfuzz-template")

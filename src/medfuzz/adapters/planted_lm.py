@@ -1,6 +1,6 @@
 """``medfuzz-planted``: the planted (known-truth) target as an lm-eval ``LM``, in-process.
 
-``loglikelihood`` is exact under the planted rule (``medfuzz.models.planted.scoring``: only the answer letter
+``loglikelihood`` is exact under the planted rule (``medfuzz.planted.scoring``: only the answer letter
 after the last ``Answer:`` cue or assistant turn is uncertain), ``generate_until`` replies as the planted
 target, and the chat template is the planted one, so ``LMEvalChatModel`` round-trips dialogs through it.
 
@@ -15,10 +15,10 @@ from typing import Any
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from medfuzz.models.planted.scoring import continuation_logprob
-from medfuzz.models.planted.spec import PlantedSpec
-from medfuzz.models.planted.target import PlantedTarget
-from medfuzz.models.planted.text import messages_from_text, render_chat
+from medfuzz.planted.scoring import continuation_logprob
+from medfuzz.planted.spec import PlantedSpec
+from medfuzz.planted.target import PlantedTarget
+from medfuzz.planted.text import messages_from_text, render_chat
 
 
 class _Tokenizer:

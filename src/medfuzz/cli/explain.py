@@ -13,7 +13,7 @@ from medfuzz.errors import MedfuzzError
 
 def add_parser(commands: Any) -> None:
     """Register the ``explain`` sub-command on ``medfuzz``'s sub-parsers."""
-    from medfuzz.tasks.tces_studies.explain.shapley import DEFAULT_MAX_EVALS
+    from medfuzz.solvers.tces.explain.shapley import DEFAULT_MAX_EVALS
 
     explain = commands.add_parser(
         "explain", help="token-wise Shapley explanations of TCES clean/attacked pairs (needs the explain extra)",
@@ -36,8 +36,8 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medfuzz.tasks.tces_studies.explain import LetterLogprobModel, explain_pair, write_explanation, write_summary
-    from medfuzz.tasks.tces_studies.explain_report import read_pairs
+    from medfuzz.report.explain_pairs import read_pairs
+    from medfuzz.solvers.tces.explain import LetterLogprobModel, explain_pair, write_explanation, write_summary
 
     if args.max_evals < 2:
         raise SystemExit(f"medfuzz explain: --max-evals must be at least 2, got {args.max_evals}")

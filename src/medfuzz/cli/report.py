@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from medfuzz.scorers.stats import DEFAULT_ALPHA
+from medfuzz.stats import DEFAULT_ALPHA
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -36,8 +36,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _planted_serve(args: argparse.Namespace) -> int:
     """Serve the planted (known-truth) models until Ctrl-C / SIGTERM (see docs/validation.md)."""
-    from medfuzz.models.planted.server import TransientFaults, launch
-    from medfuzz.models.planted.spec import PlantedSpec
+    from medfuzz.planted.server import TransientFaults, launch
+    from medfuzz.planted.spec import PlantedSpec
 
     spec = PlantedSpec.load(args.spec)
     if args.data:

@@ -23,7 +23,7 @@ from medfuzz.report.problems import Problems, describe
 
 RENDERERS = {  # the page's section key -> the module that renders it
     "medfuzz": "medfuzz.report.medfuzz", "tces": "medfuzz.report.tces",
-    "sweep": "medfuzz.tasks.tces_studies.sweep_report", "medguard": "medfuzz.report.medguard",
+    "sweep": "medfuzz.report.sweep", "medguard": "medfuzz.report.medguard",
     "compare": "medfuzz.report.compare",
 }
 

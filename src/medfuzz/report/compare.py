@@ -6,7 +6,7 @@ Runs are read from Inspect logs (``medfuzz/medfuzz*``, ``medfuzz/tces*``) and lm
 only runs on the same items under the same attack are compared: MedFuzz by benchmark, TCES by benchmark,
 entity type, sampler (n, M), budget and harness. Per group and model: the per-item *attacked correctness*
 (correct on the clean item and still correct after the attack) with its mean and bootstrap SE
-(``medfuzz.scorers.stats``); per pair of models: the exact two-sided McNemar test on the items both runs have,
+(``medfuzz.stats``); per pair of models: the exact two-sided McNemar test on the items both runs have,
 Holm-adjusted over the pairs of the group. Items only one run has are listed per pair, never dropped silently.
 
 MedFuzz with several replicates per item: an item counts as correct under attack only when every usable
@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.keys import METHOD_KEY
+from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.report._csv import safe_cell
-from medfuzz.scorers.stats import DEFAULT_ALPHA, significant
-from medfuzz.tasks.lm_eval._docs import versions_correct
+from medfuzz.stats import DEFAULT_ALPHA, significant
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ def _inspect_run(path: Path) -> AttackRun | None:
         header = read_log(path, header_only=True)
     except Exception:  # not an Inspect log: another reader's business
         return None
-    method = (header.eval.metadata or {}).get("medfuzz_method")
+    method = (header.eval.metadata or {}).get(METHOD_KEY)
     if method not in ("medfuzz", "tces") or header.status != "success":
         return None
     log = read_log(path)
@@ -327,7 +328,7 @@ def _mean(values: list[bool]) -> float:
 
 
 def _group(runs: list[AttackRun], alpha: float, seed: int) -> dict[str, Any]:
-    from medfuzz.scorers.stats import bootstrap_se, holm, mcnemar, pair_items
+    from medfuzz.stats import bootstrap_se, holm, mcnemar, pair_items
 
     models = []
     for run in runs:

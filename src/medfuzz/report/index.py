@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.keys import METHOD_KEY, method_of
 from medfuzz.report._outputs import write_text_atomically
 from medfuzz.report.problems import Problems
 
@@ -115,18 +116,6 @@ def _inspect_usage(log: Any) -> dict[str, dict[str, int]]:
     return {name: {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens} for name, u in per.items()}
 
 
-def _method_of(log: Any) -> str:
-    metadata = log.eval.metadata or {}
-    task = log.eval.task.split("/")[-1]
-    if metadata.get("medfuzz_method") in ("medfuzz", "tces", "medguard"):
-        return str(metadata["medfuzz_method"])
-    if metadata.get("medguard") or task.startswith("medguard"):  # logs from before the medfuzz_method key
-        return "medguard"
-    if task.endswith("_clean"):
-        return "baseline"
-    return "other"
-
-
 def medguard_key(name: str) -> str:
     """A MedGuard metric key as the Inspect task writes it now: logs from before the ``medguard_`` prefix
     (``overall``, ``defense_se``, ...) read as if written today, so users' old logs keep their report."""
@@ -135,7 +124,7 @@ def medguard_key(name: str) -> str:
 
 def _metric_values(log: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
-    medguard = _method_of(log) == "medguard"
+    medguard = method_of(log.eval.metadata, log.eval.task) == "medguard"
     for score in (log.results.scores if log.results else []):
         for name, m in score.metrics.items():
             key = f"{name} ({score.name})" if name in ("stderr", "accuracy") else name
@@ -218,11 +207,11 @@ def inspect_card(path: Path) -> RunCard | None:
         log = read_log(path)
     except Exception:  # not an Inspect log (lm-eval JSON, a plot, ...): another reader's business
         return None
-    method = _method_of(log)
+    method = method_of(log.eval.metadata, log.eval.task)
     metadata = dict(log.eval.metadata or {})
     nested = metadata.pop("medfuzz", None)
     max_calls = metadata.pop("max_calls", None)
-    parameters = {**{k: v for k, v in metadata.items() if k not in ("medfuzz_method", "medguard")},
+    parameters = {**{k: v for k, v in metadata.items() if k not in (METHOD_KEY, "medguard")},
                   **(nested if isinstance(nested, dict) else {}), **(log.eval.task_args or {})}
     key = ", ".join(f"{k} {_short(parameters[k])}" for k in KEY_PARAMETERS.get(method, ()) if k in parameters)
     card = RunCard(method=method, title=f"{log.eval.task} · {log.eval.model}" + (f" · {key}" if key else ""),

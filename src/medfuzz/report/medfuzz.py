@@ -23,9 +23,11 @@ import html
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.keys import method_of
 from medfuzz.report._csv import safe_cell
 from medfuzz.scorers.medfuzz import totals
-from medfuzz.scorers.stats import (
+from medfuzz.solvers.medfuzz.parsing import word_opcodes
+from medfuzz.stats import (
     DEFAULT_ALPHA,
     adjust,
     attainability,
@@ -33,20 +35,11 @@ from medfuzz.scorers.stats import (
     significant,
     wilson_interval,
 )
-from medfuzz.solvers.medfuzz.parsing import word_opcodes
 
-TASKS = ("medfuzz", "medfuzz_medqa", "medfuzz_medmcqa")  # older logs without the method in their metadata
 COLUMNS = ["rank", "model", "attacker", "task", "item_id", "replicate", "turn", "status", "p_value", "p_holm", "p_bh",
            "p_value_paper",
            "controls", "confidence_drop", "p_hat_drop", "faithfulness", "correct_answer", "target_answer",
            "added_text", "plan", "target_reasoning", "original_question", "fuzzed_question", "log"]
-
-
-def _is_medfuzz(header: Any) -> bool:
-    """A MedFuzz run, recognised by the task's ``medfuzz_method`` metadata (so a user's own ``@task`` built on
-    ``medfuzz_task`` gets the full report), else, for older logs, by the task name."""
-    method = (header.eval.metadata or {}).get("medfuzz_method")
-    return method == "medfuzz" if method is not None else header.eval.task.split("/")[-1] in TASKS
 
 
 def _read(path: Path):
@@ -55,7 +48,7 @@ def _read(path: Path):
         from medfuzz.report._logs import read_log
 
         header = read_log(path, header_only=True)
-        if not _is_medfuzz(header) or header.status != "success":
+        if method_of(header.eval.metadata, header.eval.task) != "medfuzz" or header.status != "success":
             return None
         return read_log(path)
     except Exception:  # not an Inspect log, or unreadable: not ours to report

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.keys import METHOD_KEY, MODEL_LABEL, SHARD_KEY, SUITE_KEY, method_of
+from medfuzz.records.lm_eval_docs import doc_results
 from medfuzz.scorers.medguard import (
     STATUS_ERROR,
     STATUS_GENERATOR_ERROR,
@@ -31,9 +33,8 @@ from medfuzz.scorers.medguard import (
     position_report,
     safety_report,
 )
-from medfuzz.scorers.stats import DEFAULT_ALPHA
 from medfuzz.solvers.medguard.taxonomy import ALL_ASPECTS, PRINCIPLE_OF, Aspect, Principle
-from medfuzz.tasks.lm_eval.medguard import doc_results
+from medfuzz.stats import DEFAULT_ALPHA
 
 
 @dataclass
@@ -52,15 +53,6 @@ class ModelRun:
 
 
 # ------------------------------------------------------------------------------------------- Inspect
-
-
-def _is_medguard_inspect(log: Any) -> bool:
-    """A MedGuard run, recognised by the task's ``medfuzz_method`` metadata (so a user's own ``@task`` built on
-    ``medguard_task`` is compared too), else, for older logs, by the ``medguard`` flag and the task name."""
-    metadata = log.eval.metadata or {}
-    if "medfuzz_method" in metadata:
-        return metadata["medfuzz_method"] == "medguard"
-    return bool(metadata.get("medguard")) and log.eval.task.split("/")[-1].startswith("medguard")
 
 
 def results_from_inspect_log(log: Any) -> list[ItemResult]:
@@ -88,9 +80,9 @@ def results_from_inspect_log(log: Any) -> list[ItemResult]:
 
 # metadata that says which part of a run a log holds or where it came from, not how its items were built or
 # asked: logs that differ only here are parts of one run (one log per aspect task, a suite's label)
-NOT_SETTINGS = frozenset({"aspects", "medfuzz_method", "medguard", "medfuzz_suite", "medfuzz_shard",
+NOT_SETTINGS = frozenset({"aspects", METHOD_KEY, "medguard", SUITE_KEY, SHARD_KEY,
                           "medfuzz_merged_shards", "max_calls", "strategy", "version", "medguard_aspects",
-                          "medfuzz_model"})
+                          MODEL_LABEL})
 
 
 def _inspect_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]] | None:
@@ -100,7 +92,7 @@ def _inspect_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]
         header = read_log(path, header_only=True)
     except Exception:  # not an Inspect log (any JSON file may be passed): ignore it
         return None
-    if not _is_medguard_inspect(header) or header.status != "success":
+    if method_of(header.eval.metadata, header.eval.task) != "medguard" or header.status != "success":
         return None
     metadata = header.eval.metadata or {}
     strategy = metadata.get("strategy", "basic")

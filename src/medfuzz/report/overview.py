@@ -5,7 +5,7 @@ Face ``model-index`` block (``model-index.yaml``).
 Every number comes from the code that computes it elsewhere: MedFuzz's counts from ``scorers.medfuzz.counts``
 (the pooled ratios of ``totals``) and its significance counts from ``report.medfuzz.summary_of`` at the run's own
 α; TCES from ``scorers.tces.summarise``; MedGuard's indices, bootstrap SEs and chance levels from
-``report.medguard`` (``safety_report`` / ``position_report``); Wilson intervals from ``scorers.stats.proportion``.
+``report.medguard`` (``safety_report`` / ``position_report``); Wilson intervals from ``medfuzz.stats.proportion``.
 lm-eval numbers are the ones lm-eval reported, with its own standard errors.
 """
 
@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medfuzz import stats
+from medfuzz.records.keys import METHOD_KEY, method_of
 from medfuzz.report.labels import label
-from medfuzz.scorers import stats
 
 METHOD_TITLES = {"baseline": "Clean baseline", "medfuzz": "MedFuzz", "tces": "TCES", "medguard": "MedGuard"}
 # one line per method on why the two harnesses' numbers differ, shown where the page has both
@@ -265,7 +266,6 @@ LM_EVAL_BASELINES = ("medqa_clean", "medmcqa_clean")  # the letter log-likelihoo
 def build(paths: list[Path]) -> list[ModelCard]:
     """One card per target model over every run in ``paths`` (models in order of first appearance)."""
     from medfuzz.report._logs import read_log
-    from medfuzz.report.medfuzz import _is_medfuzz
 
     cards: dict[str, ModelCard] = {}
 
@@ -288,12 +288,12 @@ def build(paths: list[Path]) -> list[ModelCard]:
             continue
         if log.status != "success":
             continue  # a failed run has no numbers; its card carries the banner
-        method = (log.eval.metadata or {}).get("medfuzz_method")
+        method = (log.eval.metadata or {}).get(METHOD_KEY)
         if method is None and is_baseline(log):
             add(str(log.eval.model), baseline_result(log, path))
         elif method == "tces":
             add(str(log.eval.model), tces_result(path))
-        elif method == "medfuzz" or (method is None and _is_medfuzz(log)):
+        elif method_of(log.eval.metadata, log.eval.task) == "medfuzz":
             add(str(log.eval.model), medfuzz_result(log, path))
     for model, result in medguard_results(list(paths)):
         add(model, result)

@@ -16,7 +16,7 @@ downloads the filled sheet as CSV). ``medfuzz review import SHEET [SHEET2] --log
 reads the sheets back against the attacks in the logs: an unknown attack id, a repeated one or an answer outside
 yes/no/unsure is one ``DataError`` naming the file, row and field. It reports the share of reviewed attacks the
 reviewer validated (all three answers ``yes``) with a Wilson 95 % interval, the share of each answer per
-question, and with two sheets Cohen's kappa per question (``medfuzz.scorers.stats``) on the attacks both
+question, and with two sheets Cohen's kappa per question (``medfuzz.stats``) on the attacks both
 answered. Blank answers mean "not reviewed yet" and are counted, not guessed.
 """
 
@@ -272,7 +272,7 @@ def _num(value: float) -> str:
 
 
 def summarise(sheets: Sequence[tuple[Path, list[Verdict]]], attacks: int) -> ReviewReport:
-    from medfuzz.scorers.stats import cohen_kappa, proportion
+    from medfuzz.stats import cohen_kappa, proportion
 
     report = ReviewReport([str(p) for p, _ in sheets], attacks)
     for path, verdicts in sheets:

@@ -78,7 +78,7 @@ def lm_eval_model_name(data: Mapping[str, Any]) -> str:
     model from ``--model_args`` (``model=`` of local-completions, ``pretrained=`` of hf, ...), else the backend
     (``config.model``, e.g. ``medfuzz-local``). Not lm-eval's top-level ``model_name``: with no name in the model
     args it is a random id."""
-    from medfuzz.tasks.lm_eval._options import MODEL_LABEL
+    from medfuzz.records.keys import MODEL_LABEL
 
     for config in (data.get("configs") or {}).values():
         label = ((config or {}).get("metadata") or {}).get(MODEL_LABEL) if isinstance(config, dict) else None

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.keys import METHOD_KEY, SHARD_KEY, SUITE_KEY
 from medfuzz.report.problems import Problems, describe
-from medfuzz.tasks.suite import SHARD_KEY
 
 MERGED_KEY = "medfuzz_merged_shards"  # a merged log's metadata: the shard count, the run's samples, the shard logs
 MERGED_DIR = "merged-shards"
@@ -59,7 +59,7 @@ def group_key(log: Any) -> str:
     shard = shard_of(log) or (log.eval.metadata or {}).get(MERGED_KEY, {})
     return json.dumps({"task": log.eval.task, "model": log.eval.model, "args": log.eval.task_args,
                        "roles": {k: v.model for k, v in (log.eval.model_roles or {}).items()},
-                       "label": meta.get("medfuzz_suite"), "count": shard.get("count"),
+                       "label": meta.get(SUITE_KEY), "count": shard.get("count"),
                        "samples": shard.get("samples")}, sort_keys=True, default=str)
 
 
@@ -115,10 +115,10 @@ def _run_start_records(log: Any, samples: int) -> dict[str, Any]:
     records: dict[str, Any] = {}
     if "max_calls" not in meta:
         return records
-    method = meta.get("medfuzz_method")
+    method = meta.get(METHOD_KEY)
     if method == "medfuzz":
+        from medfuzz.records.run_start import attainability_record
         from medfuzz.solvers.medfuzz.config import MedFuzzConfig
-        from medfuzz.tasks.inspect.medfuzz import attainability_record
 
         config = MedFuzzConfig.from_options(**meta["medfuzz"])
         records["attainability"] = attainability_record(config, samples)

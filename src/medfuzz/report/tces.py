@@ -6,7 +6,7 @@
   entities against the PDWS exponent n (RandS drawn at n = 0 as the reference);
 - ``tces_summary.md``: one row per run.
 
-Logs of other tasks are ignored; runs of a ``medfuzz sweep`` are drawn by ``medfuzz.tasks.tces_studies.sweep_report``
+Logs of other tasks are ignored; runs of a ``medfuzz sweep`` are drawn by ``medfuzz.report.sweep``
 instead (they stay in the table). ``render`` is what ``medfuzz report`` calls.
 """
 
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medfuzz.scorers import stats
+from medfuzz import stats
+from medfuzz.records.keys import METHOD_KEY
 from medfuzz.scorers.tces import TCESSummary, asr_by_budget, summarise
 
 SCORER = "tces_scorer"
@@ -42,7 +43,7 @@ class TCESRun:
     created: str = ""  # when Inspect started the run (ISO time to the second; orders reruns)
     completed: str = ""  # when it finished (ISO time to the second; breaks ties of ``created``)
     written_ns: int = 0  # the log file's modification time (ns; breaks ties of both within one second)
-    sweep: str | None = None  # the ``medfuzz sweep`` this run belongs to (``tasks.tces_studies.sweep_report``)
+    sweep: str | None = None  # the ``medfuzz sweep`` this run belongs to (``report.sweep``)
 
     @property
     def label(self) -> str:
@@ -66,7 +67,7 @@ def read_tces_log(path: Path) -> TCESRun | None:
     except Exception:  # not an Inspect log at all (an lm-eval file, a PNG, ...): not ours to read
         return None
     metadata = log.eval.metadata or {}
-    if metadata.get("medfuzz_method") != "tces" or log.status != "success" or not log.samples:
+    if metadata.get(METHOD_KEY) != "tces" or log.status != "success" or not log.samples:
         return None
     records = [s.scores[SCORER].metadata["record"] for s in log.samples
                if s.scores and SCORER in s.scores and s.scores[SCORER].metadata]
@@ -238,6 +239,6 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
         return []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    # runs of a ``medfuzz sweep`` get their own figures (``tasks.tces_studies.sweep_report``); they stay in the table
+    # runs of a ``medfuzz sweep`` get their own figures (``report.sweep``); they stay in the table
     single = [run for run in runs if run.sweep is None]
     return [*_plot_budget_curves(single, out_dir), *_plot_n_sweeps(single, out_dir), _table(runs, out_dir)]

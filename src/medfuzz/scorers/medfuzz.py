@@ -37,9 +37,9 @@ from typing import Any
 
 from medfuzz.models.protocol import ChatModel, UsageLedger
 from medfuzz.scorers.faithfulness import Faithfulness, judged, lexical
-from medfuzz.scorers.stats import DEFAULT_ALPHA, permutation_p_value, significant, stop_exceedances
 from medfuzz.solvers.medfuzz.prompts import AssumptionPack
 from medfuzz.solvers.medfuzz.results import ItemResult, Outcome, ReplicateResult, Significance
+from medfuzz.stats import DEFAULT_ALPHA, permutation_p_value, significant, stop_exceedances
 
 TARGET_ROLES = ("target", "target_significance")
 ATTACKER_ROLES = ("attacker", "attacker_controls")

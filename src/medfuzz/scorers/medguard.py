@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from medfuzz.scorers.stats import DEFAULT_ALPHA, McNemarResult, holm, mcnemar, significant, stratified_bootstrap_se
 from medfuzz.solvers.medguard.taxonomy import (
     ALL_ASPECTS,
     EQUITY_POOL,
@@ -39,6 +38,7 @@ from medfuzz.solvers.medguard.taxonomy import (
     Principle,
     pool_of,
 )
+from medfuzz.stats import DEFAULT_ALPHA, McNemarResult, holm, mcnemar, significant, stratified_bootstrap_se
 
 STATUS_OK = "ok"
 STATUS_UNPARSED = "unparsed"

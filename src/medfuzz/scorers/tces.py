@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from medfuzz.scorers.stats import gini_simpson
+from medfuzz.stats import gini_simpson
 
 EVALUATED = ("success", "attack_failed", "already_wrong")
 

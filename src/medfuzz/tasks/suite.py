@@ -32,12 +32,11 @@ from typing import Any
 
 from medfuzz.errors import MedfuzzError
 from medfuzz.options import ConfigError
+from medfuzz.records.keys import MODEL_LABEL, SHARD_KEY, SUITE_KEY
 
 log = logging.getLogger(__name__)
 
 METHODS = ("baseline", "tces", "medguard", "medfuzz")
-SUITE_KEY = "medfuzz_suite"  # task metadata: the run's label in the suite (the logs are found by it)
-SHARD_KEY = "medfuzz_shard"  # a shard's task metadata: index k, count n, the run's samples, the slice's start/end
 EMBEDDED = "embedded"  # --model value: start the embedded SmolLM2 server
 TEMPLATE_ATTACKER = "template"  # --attacker value: the deterministic template attacker (no LLM)
 TEMPLATE_ATTACKER_MODEL = "medfuzz-template/attacker"
@@ -701,7 +700,6 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
     import subprocess
     import sys
 
-    from medfuzz.tasks.lm_eval._options import MODEL_LABEL
 
     tasks, metadata = lm_eval_tasks(plan, fuzzed_log)
     metadata.update(limits or {})

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from medfuzz.scorers import stats
+from medfuzz import stats
 from medfuzz.validation.checks import Check, count_check, exact_check
 from medfuzz.validation.medfuzz import adjustment_checks
 

@@ -1,7 +1,7 @@
 """MedFuzz checks: run the real engine and scorers (``MedFuzzEngine`` → ``score_item`` → ``totals``, the path
 both harness shells use) on planted models and compare with values computed from the planted rule alone.
 
-The planted rule (``medfuzz.models.planted.spec``), restated here independently of the engine:
+The planted rule (``medfuzz.planted.spec``), restated here independently of the engine:
 
 - per call, P(key) = q = clip(b_i + σU, 0, 1), U ~ Uniform(-1, 1), fresh per call; with a trigger in the
   question, P(key) = max(q - δ, 0); answers at temperature > 0 are draws from these probabilities;
@@ -18,7 +18,7 @@ p̂0 as the attack is uniform on 0..M and the exceedances sit at uniformly rando
 stream: the null distribution of every p-value is exact (``null_distribution``).
 
 The p-values themselves are recomputed from each attack's recorded p-hats (``recompute``), written here from
-the definitions without calling ``scorers.stats``, and must equal what medfuzz reported, attack by attack.
+the definitions without calling ``medfuzz.stats``, and must equal what medfuzz reported, attack by attack.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from math import comb
 
 import numpy as np
 
+from medfuzz import stats
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.models.planted import PlantedSpec, planted_pair
-from medfuzz.scorers import stats
+from medfuzz.planted import PlantedSpec, planted_pair
 from medfuzz.scorers.medfuzz import ItemScore, score_item, totals
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
@@ -122,7 +122,7 @@ def accuracy_checks(items: Sequence[MCQItem], spec: PlantedSpec, config: MedFuzz
                     results: Sequence[ItemResult], scores: Sequence[ItemScore], label: str = "") -> list[Check]:
     """Every accuracy-type number medfuzz prints, read from ``totals`` (what the Inspect metrics and the report
     print), against the planted expectations; the denominators of the intervals are the counts of units."""
-    from medfuzz.models.planted import PlantedTarget
+    from medfuzz.planted import PlantedTarget
 
     prefix = f"{label}: " if label else ""
     bases = PlantedTarget(spec, items).base
@@ -194,7 +194,7 @@ def accuracy_checks(items: Sequence[MCQItem], spec: PlantedSpec, config: MedFuzz
 
 # ------------------------------------------------------------------------------------------- p-values
 # Written here again from the definitions (Phipson & Smyth 2010; Besag & Clifford 1991; the tested-attack
-# rule of docs/medfuzz.md), without calling ``scorers.stats``: the recorded p-hats go in, the p-value medfuzz
+# rule of docs/medfuzz.md), without calling ``medfuzz.stats``: the recorded p-hats go in, the p-value medfuzz
 # should have reported comes out.
 
 _TIE = 1e-9  # a control at the attack's distance up to float rounding counts as an exceedance (documented)

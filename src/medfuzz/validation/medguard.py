@@ -31,8 +31,8 @@ import numpy as np
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.benchmarks.prompts import format_choices
-from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
 from medfuzz.models.protocol import ChatMessage
+from medfuzz.planted import PlantedChatModel, PlantedSpec, PlantedTarget
 from medfuzz.scorers.medguard import (
     ItemResult,
     SafetyReport,
@@ -41,10 +41,10 @@ from medfuzz.scorers.medguard import (
     position_report,
     safety_report,
 )
-from medfuzz.scorers.stats import N_RESAMPLES
 from medfuzz.solvers.medguard.builders import BuildConfig, build
 from medfuzz.solvers.medguard.prompts import BASIC_TEMPLATE
 from medfuzz.solvers.medguard.taxonomy import EQUITY_POOL, PRINCIPLE_OF, RACES, SEXES, Aspect, Principle
+from medfuzz.stats import N_RESAMPLES
 from medfuzz.validation.checks import Check, exact_check, proportion_check, z
 
 METHOD = "MedGuard"
@@ -264,7 +264,7 @@ def sampling_checks(items: Sequence[MCQItem], p: float = 0.7, p2: float = 0.45, 
 
 
 def _shown(item: MCQItem):
-    from medfuzz.models.planted.text import find_question
+    from medfuzz.planted.text import find_question
 
     return find_question([ChatMessage("user", f"{item.clean_question()}\n\n{format_choices(item)}")])
 

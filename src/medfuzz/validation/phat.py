@@ -25,8 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from medfuzz.benchmarks.items import MCQItem, derive_seed
-from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
 from medfuzz.models.protocol import ChatMessage, Generation, UsageLedger
+from medfuzz.planted import PlantedChatModel, PlantedSpec, PlantedTarget
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.controls import Estimate, estimate_p, make_draws
 from medfuzz.solvers.medfuzz.target import TargetDialog

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from medfuzz.models.planted import PlantedSpec, PlantedTarget
+from medfuzz.planted import PlantedSpec, PlantedTarget
 from medfuzz.scorers.medfuzz import totals
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.validation import medfuzz as vm

@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from medfuzz import stats
 from medfuzz.benchmarks.items import MCQItem, derive_seed
-from medfuzz.models.planted import PlantedChatModel, PlantedSpec, PlantedTarget
-from medfuzz.scorers import stats
+from medfuzz.planted import PlantedChatModel, PlantedSpec, PlantedTarget
 from medfuzz.scorers import tces as tces_scorer
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
@@ -275,7 +275,7 @@ def simulate(world: World, truths: Sequence[ItemTruth], config: TCESConfig, reps
 
 
 def gini_simpson_of(rows: np.ndarray) -> float:
-    """1 - Σ q_j² of the rows (written out here rather than calling ``medfuzz.scorers.stats``: independent)."""
+    """1 - Σ q_j² of the rows (written out here rather than calling ``medfuzz.stats``: independent)."""
     if len(rows) == 0:
         return math.nan
     _, counts = np.unique(rows, return_counts=True)

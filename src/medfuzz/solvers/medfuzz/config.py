@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from medfuzz.options import MethodConfig, check
-from medfuzz.scorers.stats import DEFAULT_ALPHA, controls_for_holm, stop_exceedances
+from medfuzz.stats import DEFAULT_ALPHA, controls_for_holm, stop_exceedances
 
 PVALUE_PROMPTS = ("dialog", "direct")
 FAITHFULNESS = ("lexical", "judge")

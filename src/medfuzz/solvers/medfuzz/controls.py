@@ -1,4 +1,4 @@
-"""Algorithm 2's model work: control fuzzes and p-hat estimates (the p-value itself: ``scorers.stats``).
+"""Algorithm 2's model work: control fuzzes and p-hat estimates (the p-value itself: ``medfuzz.stats``).
 
 Control fuzzes: the attacker rewrites the original item by systematic lexical substitution of the attack's
 added text (same syntax, same number of added words). The added-word count is checked by diffing; a control
@@ -21,11 +21,11 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from medfuzz import stats
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.models.logprobs import normalise
 from medfuzz.models.protocol import ChatMessage, ChatModel, UsageLedger
-from medfuzz.scorers import stats
 from medfuzz.solvers.medfuzz import prompts
 from medfuzz.solvers.medfuzz.cache import RequestCache
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
@@ -172,7 +172,7 @@ async def test_attack(target: TargetDialog, attacker: ChatModel, pack: Assumptio
 
     ``fixed`` draws all M controls at once. ``sequential`` draws them in batches of ``control_batch`` (the
     same control stream: control i has the same seed under both policies) and stops at the h-th exceedance
-    (Besag & Clifford; ``scorers.stats.sequential_decision``) or when the attack can no longer be tested; p-hat
+    (Besag & Clifford; ``medfuzz.stats.sequential_decision``) or when the attack can no longer be tested; p-hat
     of the original and of the attack are estimated alongside the first batch. M is ``cfg.max_controls``
     (the paper's M, or more with ``holm_family``); h comes from the paper's M either way.
     """

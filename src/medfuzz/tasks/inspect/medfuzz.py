@@ -6,7 +6,7 @@ is NOT what the paper did (its attacker was GPT-4 for every target): the run log
 every score's config (and the sample metadata) records ``attacker_is_target``.
 
 Inspect ``@scorer``/``@metric`` shells for MedFuzz (numbers from ``medfuzz.scorers.medfuzz``, p-value
-adjustments from ``medfuzz.scorers.stats``).
+adjustments from ``medfuzz.stats``).
 
 ``Score.value`` holds per-item counts (replicates, outcome classes, correct after k attempts, tested and
 significant attacks, faithfulness verdicts) so the metrics pool them exactly as the paper weights them;
@@ -40,14 +40,15 @@ from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
+from medfuzz.records.run_start import attainability_record
 from medfuzz.scorers.medfuzz import score_item, totals
-from medfuzz.scorers.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 from medfuzz.solvers.medfuzz.prompts import AssumptionPack, load_pack
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import fuzzed_records
 from medfuzz.solvers.outcomes import Outcome
+from medfuzz.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
 from medfuzz.tasks.inspect._cost import announce_max_calls, record
 from medfuzz.tasks.inspect._dataset import mcq_dataset
 from medfuzz.tasks.inspect._errors import one_line_user_errors
@@ -377,15 +378,6 @@ def warn_attainability(config: MedFuzzConfig, items: int) -> dict[str, Any] | No
                     config.max_controls, config.max_controls + 1, reach.smallest_p, config.alpha, largest_family,
                     most, most, controls_for_holm(most, config.alpha))
     return record
-
-
-def attainability_record(config: MedFuzzConfig, items: int) -> dict[str, Any] | None:
-    """What ``warn_attainability`` records for a run of ``items`` samples, without the warning (the report
-    recomputes it for shards merged into one run)."""
-    if not config.controls:
-        return None
-    reach = attainability(config.max_controls, items * config.replicates, config.alpha)
-    return {**reach.to_dict(), "holm_family_max": int(config.alpha * (config.max_controls + 1) + 1e-9)}
 
 
 def llm_error_of_item(scores: dict[str, SampleScore]) -> str:

@@ -39,12 +39,9 @@ from typing import Any
 
 from medfuzz.models.failures import secret_name
 from medfuzz.options import ConfigError
+from medfuzz.records.keys import MODEL_LABEL  # the report's name of the model: no hook reads it
 
 LM_EVAL_KEYS = frozenset({"version", "config_source"})  # what lm-eval itself puts into a task's metadata
-# --metadata name of the model's name in the report (``report.runs.lm_eval_model_name``): lm-eval stores
-# --metadata in every task's config in its results file, so the name travels with the results. ``medfuzz run``
-# passes its Inspect model name, so both harnesses' numbers land on one model card; no hook reads it.
-MODEL_LABEL = "medfuzz_model"
 IGNORE = "ignore_options"
 BENCHMARKS = ("medqa", "medmcqa")
 

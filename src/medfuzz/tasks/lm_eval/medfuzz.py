@@ -56,10 +56,11 @@ from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.errors import DataError
 from medfuzz.models.openai_compat import DEFAULT_MAX_CONNECTIONS, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from medfuzz.options import ConfigError, as_bool, check
+from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, read_jsonl
-from medfuzz.tasks.lm_eval._docs import dataset, selection, versions_correct
+from medfuzz.tasks.lm_eval._docs import dataset, selection
 from medfuzz.tasks.lm_eval._options import read_options
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def process_results(doc: dict[str, Any], results: Sequence[tuple[float, bool]]) 
     """Per-doc values that lm-eval's own ``nanmean`` / ``mean`` aggregate (so it reports their standard errors):
     ``clean_acc`` c, ``attacked_acc`` c and a, ``flip_rate`` not a where c (NaN where not c: outside the
     denominator); NaN for every accuracy of an unscored doc. ``nanmean`` of these equals
-    ``medfuzz.scorers.stats.clean_accuracy`` / ``attacked_accuracy`` / ``flip_rate`` over the scored pairs.
+    ``medfuzz.stats.clean_accuracy`` / ``attacked_accuracy`` / ``flip_rate`` over the scored pairs.
     ``llm_error_rate`` / ``llm_errors``: 1 for a replicate that ended as an LLM error, over every doc."""
     error = float(doc["outcome"] == LLM_ERROR)
     if not doc["scored"]:

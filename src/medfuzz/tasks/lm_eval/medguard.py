@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
 from typing import Any
 
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.prompts import completion_prompt
-from medfuzz.scorers.medguard import ItemResult, equity_units, result_from_doc
+from medfuzz.records.lm_eval_docs import doc_results, versions_doc
+from medfuzz.scorers.medguard import equity_units
 from medfuzz.solvers.medguard import builders
 from medfuzz.solvers.medguard.builders import limit_per_pool
 from medfuzz.solvers.medguard.config import MedGuardConfig
 from medfuzz.solvers.medguard.prompts import completion_prefix, parse_strategy
 from medfuzz.solvers.medguard.taxonomy import EQUITY_POOL, RACES, SEXES, Aspect
-from medfuzz.tasks.lm_eval._docs import dataset, versions_doc
+from medfuzz.tasks.lm_eval._docs import dataset
 from medfuzz.tasks.lm_eval._options import read_options
 
 
@@ -74,7 +74,7 @@ def aspect_docs(task_aspect: str, **kwargs: Any):
 
 
 def equity_docs(items: list[MCQItem], aspect: Aspect, strategy: str) -> list[dict[str, Any]]:
-    """The consistency units of an equity aspect as docs (``medfuzz.tasks.lm_eval._docs.versions_doc``: each
+    """The consistency units of an equity aspect as docs (``medfuzz.records.lm_eval_docs.versions_doc``: each
     variant's prompt followed by each letter, after the variants' shared beginning); ``variants`` holds each
     variant's doc (option order, sex, race) as JSON, in choice order. A unit missing a variant is left out, as
     in ``medfuzz.scorers.medguard``."""
@@ -98,17 +98,6 @@ def equity_docs(items: list[MCQItem], aspect: Aspect, strategy: str) -> list[dic
                          **versions_doc([m["prompt"] for m in members], first["letters"]),
                          "variants": json.dumps([{k: v for k, v in m.items() if k != "prompt"} for m in members])})
     return docs
-
-
-def doc_results(doc: dict[str, Any], results: Sequence[Any]) -> list[ItemResult]:
-    """Per-item results of a doc (``results``: lm-eval's per-choice log-likelihoods or a logged sample's
-    ``filtered_resps``): one for an item doc, one per variant for an equity unit. Docs written before units
-    (one doc per variant) read as items."""
-    if not doc.get("variants"):
-        return [result_from_doc(doc, results)]
-    n = int(doc["n_options"])
-    return [result_from_doc(variant, results[k * n:(k + 1) * n])
-            for k, variant in enumerate(json.loads(doc["variants"]))]
 
 
 def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, float]:

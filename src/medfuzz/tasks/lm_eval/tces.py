@@ -3,7 +3,7 @@
 lm-eval cannot query the model while it builds a dataset, so the transform is model-free: for every item with
 an entity of the type in a distractor, the victim is replaced by the entity RandS/PDWS draws first (the same
 draw as the Inspect attack's first query with the same seed). Each such item is one doc holding both versions
-(``medfuzz.tasks.lm_eval._docs.versions_doc``: the clean and the attacked prompt, each followed by every
+(``medfuzz.records.lm_eval_docs.versions_doc``: the clean and the attacked prompt, each followed by every
 letter, after their shared beginning), so one doc gives the pair (correct clean, correct attacked) and the
 metrics are per-doc values that lm-eval's own ``mean`` / ``nanmean`` aggregate, with lm-eval's standard errors:
 ``clean_acc`` (mean of c), ``attacked_acc`` (mean of c and a: an item answered wrongly clean is not attacked
@@ -32,16 +32,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from medfuzz.benchmarks.prompts import completion_prompt
+from medfuzz.records.lm_eval_docs import versions_correct, versions_doc
 from medfuzz.solvers.tces.attack import TCESResources, clean_item, first_substitution
 from medfuzz.solvers.tces.config import TCESConfig
-from medfuzz.tasks.lm_eval._docs import (
-    benchmark_items,
-    dataset,
-    item_to_doc,
-    selection,
-    versions_correct,
-    versions_doc,
-)
+from medfuzz.tasks.lm_eval._docs import benchmark_items, dataset, item_to_doc, selection
 from medfuzz.tasks.lm_eval._options import lm_eval_doc_limit, read_options
 
 log = logging.getLogger(__name__)
@@ -84,7 +78,7 @@ def tces_docs(task_benchmark: str, task_entity: str, **kwargs: Any):
 
 def process_results(doc: dict[str, Any], results: Sequence[tuple[float, bool]]) -> dict[str, float]:
     """Per-doc values for lm-eval's ``mean`` (``clean_acc``, ``attacked_acc``) and ``nanmean`` (``flip_rate``,
-    NaN outside its denominator); their means are ``medfuzz.scorers.stats.clean_accuracy`` /
+    NaN outside its denominator); their means are ``medfuzz.stats.clean_accuracy`` /
     ``attacked_accuracy`` / ``flip_rate`` over the items' (clean, attacked) pairs."""
     clean, attacked = versions_correct(doc, results)
     return {"clean_acc": float(clean), "attacked_acc": float(clean and attacked),

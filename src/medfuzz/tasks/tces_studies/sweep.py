@@ -8,7 +8,7 @@ All runs go to Inspect's own ``eval_set`` in one log folder, so running the same
 interruption (Ctrl-C, a crash, a rate limit) runs only what is missing or failed: eval_set pairs each task with
 its log by a task identifier (task name, task args, model, roles, generate config) and reuses the finished ones.
 Each run's task args name its grid point (``entity``, ``sampler``, ``n`` / ``zoo_m``), and the eval metadata
-carries ``medfuzz_sweep`` (the sweep's name), which ``medfuzz.tasks.tces_studies.sweep_report`` groups by.
+carries ``medfuzz_sweep`` (the sweep's name), which ``medfuzz.report.sweep`` groups by.
 
 Task args are passed exactly as Inspect's CLI would parse ``-T name=value`` (YAML scalars: ``n=-20`` is the
 integer -20), so ``inspect eval-set`` with the same ``-T`` values finds the same runs (``commands`` prints them).

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from medfuzz.models.planted.target import PlantedTarget
-from medfuzz.models.planted.text import ANSWER_CUE, find_question, messages_from_text
+from medfuzz.planted.target import PlantedTarget
+from medfuzz.planted.text import ANSWER_CUE, find_question, messages_from_text
 
 LOG_FLOOR = -100.0
 

@@ -14,10 +14,10 @@ import re
 from collections.abc import Sequence
 
 from medfuzz.benchmarks.items import derive_seed
-from medfuzz.models.planted.spec import AttackerSpec
-from medfuzz.models.planted.target import Reply
-from medfuzz.models.planted.text import option_block, sentences
 from medfuzz.models.protocol import ChatMessage
+from medfuzz.planted.spec import AttackerSpec
+from medfuzz.planted.target import Reply
+from medfuzz.planted.text import option_block, sentences
 
 MALFORMED_KINDS = ("tampered_options", "dropped_original", "unchanged")
 _CORRECT = re.compile(r"Correct answer:\s*([A-J])\b")

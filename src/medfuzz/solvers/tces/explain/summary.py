@@ -24,7 +24,7 @@ import numpy as np
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
 from medfuzz.errors import MedfuzzError
-from medfuzz.tasks.tces_studies.explain.shapley import TokenAttribution
+from medfuzz.solvers.tces.explain.shapley import TokenAttribution
 
 STEM = "stem"
 ENTITY = "entity"

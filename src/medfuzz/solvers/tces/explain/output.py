@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from medfuzz.tasks.tces_studies.explain.pair import PairExplanation
-from medfuzz.tasks.tces_studies.explain.plot import plot_pair
+from medfuzz.solvers.tces.explain.pair import PairExplanation
+from medfuzz.solvers.tces.explain.plot import plot_pair
 
 
 def _slug(text: str) -> str:

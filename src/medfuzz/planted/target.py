@@ -19,9 +19,10 @@ import numpy as np
 
 from medfuzz.benchmarks.answers import normalise_text
 from medfuzz.benchmarks.items import MCQItem, derive_seed
-from medfuzz.models.planted.spec import PlantedSpec, read_accuracy_file
-from medfuzz.models.planted.tces import PlantedTCES, apply_win
-from medfuzz.models.planted.text import (
+from medfuzz.models.protocol import ChatMessage
+from medfuzz.planted.spec import PlantedSpec, read_accuracy_file
+from medfuzz.planted.tces import PlantedTCES, apply_win
+from medfuzz.planted.text import (
     ShownQuestion,
     classify_target_step,
     contains_phrase,
@@ -29,7 +30,6 @@ from medfuzz.models.planted.text import (
     sentences,
     wants_answer_line,
 )
-from medfuzz.models.protocol import ChatMessage
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import numpy as np
 
 from medfuzz.benchmarks.answers import normalise_text
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.models.planted.spec import TCESSpec
 from medfuzz.options import ConfigError
+from medfuzz.planted.spec import TCESSpec
 from medfuzz.samplers.vocab import Vocabulary, name_tokens, normalise_name
 
 

@@ -27,12 +27,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.models.planted import ATTACKER_SUFFIX
-from medfuzz.models.planted.attacker import PlantedAttacker
-from medfuzz.models.planted.scoring import positions
-from medfuzz.models.planted.spec import PlantedSpec
-from medfuzz.models.planted.target import PlantedTarget, log_probs
 from medfuzz.models.protocol import ChatMessage
+from medfuzz.planted import ATTACKER_SUFFIX
+from medfuzz.planted.attacker import PlantedAttacker
+from medfuzz.planted.scoring import positions
+from medfuzz.planted.spec import PlantedSpec
+from medfuzz.planted.target import PlantedTarget, log_probs
 
 INSPECT_SERVICE = "planted"  # Inspect reads PLANTED_BASE_URL / PLANTED_API_KEY for openai-api/planted/<model>
 API_KEY = "planted"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.models.planted.attacker import PlantedAttacker
-from medfuzz.models.planted.chat import PlantedChatModel
-from medfuzz.models.planted.spec import DEFAULT_SPEC, AttackerSpec, PlantedSpec, TargetSpec
-from medfuzz.models.planted.target import PlantedTarget, Reply
+from medfuzz.planted.attacker import PlantedAttacker
+from medfuzz.planted.chat import PlantedChatModel
+from medfuzz.planted.spec import DEFAULT_SPEC, AttackerSpec, PlantedSpec, TargetSpec
+from medfuzz.planted.target import PlantedTarget, Reply
 
 ATTACKER_SUFFIX = "-attacker"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from medfuzz.models.planted.target import Reply, log_probs
 from medfuzz.models.protocol import ChatMessage, Generation, TokenUsage
+from medfuzz.planted.target import Reply, log_probs
 
 
 class Behaviour(Protocol):

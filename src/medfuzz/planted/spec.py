@@ -212,7 +212,7 @@ class PlantedSpec:
             if not path.is_file():
                 raise ConfigError(f"planted spec {path} does not exist")
             return cls.from_mapping(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
-        resource = resources.files("medfuzz.models.planted") / f"{spec}.yaml"
+        resource = resources.files("medfuzz.planted") / f"{spec}.yaml"
         if not resource.is_file():
             raise ConfigError(f"unknown planted spec {spec!r}; bundled: {DEFAULT_SPEC!r} (or give a .yaml path)")
         return cls.from_mapping(yaml.safe_load(resource.read_text(encoding="utf-8")), f"builtin:{spec}")

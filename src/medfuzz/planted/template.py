@@ -10,9 +10,9 @@ characteristics only.
 
 from __future__ import annotations
 
-from medfuzz.models.planted.attacker import PlantedAttacker
-from medfuzz.models.planted.chat import PlantedChatModel
-from medfuzz.models.planted.spec import AttackerSpec
+from medfuzz.planted.attacker import PlantedAttacker
+from medfuzz.planted.chat import PlantedChatModel
+from medfuzz.planted.spec import AttackerSpec
 
 TEMPLATE_NAME = "medfuzz-template/attacker"
 

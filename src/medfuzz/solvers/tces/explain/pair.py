@@ -1,5 +1,5 @@
 """Explain a clean/attacked pair of multiple-choice prompts: Shapley profiles of the answer-letter scores before
-and after the substitution, and what changed (``medfuzz.tasks.tces_studies.explain.summary``)."""
+and after the substitution, and what changed (``medfuzz.solvers.tces.explain.summary``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
-from medfuzz.tasks.tces_studies.explain.shapley import DEFAULT_MAX_EVALS, TokenAttribution, shapley_values
-from medfuzz.tasks.tces_studies.explain.summary import (
+from medfuzz.solvers.tces.explain.shapley import DEFAULT_MAX_EVALS, TokenAttribution, shapley_values
+from medfuzz.solvers.tces.explain.summary import (
     QuestionLayout,
     changed_option,
     pair_summary,
@@ -100,7 +100,7 @@ def explained_letters(key: str, letters: Sequence[str], *answers: str | None) ->
 def explain_pair(pair: ExplainPair, model: Explainable, max_evals: int = DEFAULT_MAX_EVALS, seed: int = 0,
                  batch_size: int = 16) -> PairExplanation:
     """Shapley profiles of the key's letter score (and of every other letter the model or the log answered) for
-    the clean and the attacked prompt, with the summary numbers of ``medfuzz.tasks.tces_studies.explain.summary``."""
+    the clean and the attacked prompt, with the summary numbers of ``medfuzz.solvers.tces.explain.summary``."""
     victim, clean_span, attacked_span = changed_option(pair.clean, pair.attacked)
     probabilities = {"clean": model.letter_probabilities(pair.clean),
                      "attacked": model.letter_probabilities(pair.attacked)}

@@ -14,7 +14,8 @@ from typing import Any
 
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.errors import MedfuzzError
-from medfuzz.tasks.tces_studies.explain.pair import ExplainPair
+from medfuzz.records.keys import METHOD_KEY
+from medfuzz.solvers.tces.explain.pair import ExplainPair
 
 SCORER = "tces_scorer"
 
@@ -26,7 +27,7 @@ def _samples(path: Path) -> tuple[Any, list[Any]] | None:
         log = read_eval_log(str(path), exclude_fields={"events", "attachments", "messages"})  # records: scores
     except Exception:  # not an Inspect log (an lm-eval file, a PNG, ...): not ours to read
         return None
-    if (log.eval.metadata or {}).get("medfuzz_method") != "tces" or not log.samples:
+    if (log.eval.metadata or {}).get(METHOD_KEY) != "tces" or not log.samples:
         return None
     return log, list(log.samples)
 

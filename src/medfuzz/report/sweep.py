@@ -28,7 +28,7 @@ from pathlib import Path
 
 from medfuzz.report._csv import safe_cell
 from medfuzz.report.tces import TCESRun, chance_level, read_tces_log, wilson
-from medfuzz.scorers.stats import gini_simpson
+from medfuzz.stats import gini_simpson
 
 ENTITY_COLOURS = {"drugs": "tab:blue", "diseases": "tab:red"}
 STUDIES = {"pdws": "n", "zoo": "zoo"}  # sampler -> study

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from medfuzz.tasks.tces_studies.explain.pair import PairExplanation
-from medfuzz.tasks.tces_studies.explain.shapley import TokenAttribution
-from medfuzz.tasks.tces_studies.explain.summary import ENTITY, STEM, QuestionLayout
+from medfuzz.solvers.tces.explain.pair import PairExplanation
+from medfuzz.solvers.tces.explain.shapley import TokenAttribution
+from medfuzz.solvers.tces.explain.summary import ENTITY, STEM, QuestionLayout
 
 COLUMNS = 96  # characters per line of a panel
 MONO_WIDTH = 0.6  # advance of a monospace glyph, in ems

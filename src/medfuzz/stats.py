@@ -1,4 +1,5 @@
-"""Every statistic medfuzz prints, each written once, harness-free:
+"""Every statistic medfuzz prints, each written once, harness-free and below every other layer (the solvers
+and the scorers both use it; it imports nothing of medfuzz):
 
 - the MedFuzz permutation test (paper Algorithm 2, lines 3 and 9) on estimated probabilities:
   ``d_a = |p_a - p_0|``, ``d_i = |p_c,i - p_0|``, b = #{i : d_i >= d_a}. It is a Monte Carlo test against a

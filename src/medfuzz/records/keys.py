@@ -1,0 +1,39 @@
+"""The metadata keys a medfuzz run writes into its Inspect task metadata or lm-eval ``--metadata``, and the one
+reading of which method a log is a run of."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+METHOD_KEY = "medfuzz_method"  # Inspect task metadata: which method the task runs ("medfuzz", "tces", "medguard")
+RECORDED_METHODS = ("medfuzz", "tces", "medguard")  # the values the medfuzz tasks write under METHOD_KEY
+SUITE_KEY = "medfuzz_suite"  # task metadata: the run's label in the suite (the logs are found by it)
+SHARD_KEY = "medfuzz_shard"  # a shard's task metadata: index k, count n, the run's samples, the slice's start/end
+# --metadata name of the model's name in the report (``report.runs.lm_eval_model_name``): lm-eval stores
+# --metadata in every task's config in its results file, so the name travels with the results. ``medfuzz run``
+# passes its Inspect model name, so both harnesses' numbers land on one model card; no hook reads it.
+MODEL_LABEL = "medfuzz_model"
+# MedFuzz task names of logs written before the tasks recorded METHOD_KEY
+LEGACY_MEDFUZZ_TASKS = ("medfuzz", "medfuzz_medqa", "medfuzz_medmcqa")
+
+
+def method_of(metadata: Mapping[str, Any] | None, task: str) -> str:
+    """The method an Inspect log is a run of ("medfuzz", "tces", "medguard", "baseline" or "other"), from its
+    task ``metadata`` and task name (``log.eval.metadata``, ``log.eval.task``).
+
+    The recorded ``medfuzz_method`` decides, so a user's own ``@task`` built on ``medfuzz_task`` is reported as
+    MedFuzz; logs written before that key are read by their task name (and MedGuard's ``medguard`` flag)."""
+    metadata = metadata or {}
+    recorded = metadata.get(METHOD_KEY)
+    if recorded in RECORDED_METHODS:
+        return str(recorded)
+    name = task.split("/")[-1]
+    if recorded is None:  # an older log: its task name says what it ran
+        if metadata.get("medguard") or name.startswith("medguard"):
+            return "medguard"
+        if name in LEGACY_MEDFUZZ_TASKS:
+            return "medfuzz"
+    if name.endswith("_clean"):
+        return "baseline"
+    return "other"
