@@ -14,8 +14,10 @@ from medfuzz.samplers.sampling import (
     PDWSSampler,
     RandomSampler,
     cosine_distances,
+    gumbel_top_k,
     nearest_available,
     pdws_probabilities,
+    pdws_tiers,
     zoo_gradient,
     zoo_step_target,
 )
@@ -196,3 +198,36 @@ def test_zero_distance_tiers_are_kept_without_replacement() -> None:
     assert 100 < sum(order[0] == 0 for order in firsts) < 300
     assert all(set(PDWSSampler(2.0).draw_many(CandidatePool(4), distances, 4, rng)[2:].tolist()) == {0, 2}
                for _ in range(50))
+
+
+def _reference_pdws_draws(n: float, pool: CandidatePool, distances: np.ndarray, k: int,
+                          rng: np.random.Generator) -> np.ndarray:
+    """Eq. 3 draws the general way: every tier explicit (``pdws_tiers``), checked removal."""
+    candidates = pool.indices()
+    tiers, logs = pdws_tiers(distances[candidates], n)
+    chosen = candidates[gumbel_top_k(tiers, logs, k, rng)]
+    pool.remove(chosen)
+    return chosen
+
+
+@pytest.mark.parametrize("n", [-20.0, -5.0, -1.0, 0.0, 0.5, 2.0, 20.0])
+def test_the_one_tier_fast_path_draws_exactly_what_the_general_path_draws(n: float) -> None:
+    """``PDWSSampler.draw_many`` skips the tiers when no distance is 0 (the usual case, issue 28's speed): the same
+    entries in the same order and the same pool after, for every budget, with zero distances and ties, over a first
+    and a second draw from one pool."""
+    generator = np.random.default_rng(int(abs(n) * 10))
+    size = 300
+    for trial in range(60):
+        distances = generator.uniform(0, 2, size) if trial % 2 else np.round(generator.uniform(0, 2, size), 1)
+        if trial % 3 == 0:
+            distances[generator.integers(0, size, 4)] = 0.0
+        excluded = generator.integers(0, size, 5)
+        fast, general = CandidatePool(size, excluded), CandidatePool(size, excluded)
+        for k in (1, 8, 50, size):
+            if not len(general):
+                break
+            seed = trial * 1000 + k
+            drawn = PDWSSampler(n).draw_many(fast, distances, k, np.random.default_rng(seed))
+            expected = _reference_pdws_draws(n, general, distances, k, np.random.default_rng(seed))
+            assert np.array_equal(drawn, expected), (n, trial, k)
+            assert np.array_equal(fast.available, general.available)

@@ -95,9 +95,10 @@ def gumbel_top_k(tiers: np.ndarray | None, log_weights: np.ndarray | None, k: in
     k = min(int(k), size)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    exponential = rng.standard_exponential(size)
-    # ascending sort keys: -(log w + G) = log E - log w
-    keys = exponential if log_weights is None else np.log(exponential) - log_weights
+    keys = rng.standard_exponential(size)
+    if log_weights is not None:  # ascending sort keys: -(log w + G) = log E - log w, in place (no temporaries)
+        np.log(keys, out=keys)
+        keys -= log_weights
     if tiers is not None and (tiers != 1).any():  # rare: some zero distance; sort by (tier, key)
         return np.lexsort((keys, tiers))[:k]
     if k < size:
@@ -127,6 +128,12 @@ class CandidatePool:
             raise ValueError(f"candidate(s) {index.tolist()} already used or excluded")
         self.available[index] = False
 
+    def take(self, drawn: np.ndarray) -> np.ndarray:
+        """Remove ``drawn`` — distinct positions of ``indices()`` chosen by a sampler, so available and distinct
+        by construction (``remove`` checks that; here it would cost a tenth of a draw) — and return them."""
+        self.available[drawn] = False
+        return drawn
+
 
 @dataclass(frozen=True)
 class RandomSampler:
@@ -140,9 +147,7 @@ class RandomSampler:
         candidates = pool.indices()
         if len(candidates) == 0:
             raise ValueError("the candidate pool is empty")
-        chosen = candidates[gumbel_top_k(np.ones(len(candidates), dtype=np.int8), None, k, rng)]
-        pool.remove(chosen)
-        return chosen
+        return pool.take(candidates[gumbel_top_k(np.ones(len(candidates), dtype=np.int8), None, k, rng)])
 
     def draw(self, pool: CandidatePool, distances: np.ndarray | None, rng: np.random.Generator) -> int:
         return int(self.draw_many(pool, distances, 1, rng)[0])
@@ -166,10 +171,13 @@ class PDWSSampler:
         candidates = pool.indices()
         if len(candidates) == 0:
             raise ValueError("the candidate pool is empty")
-        tiers, logs = pdws_tiers(np.asarray(distances)[candidates], self.n)
-        chosen = candidates[gumbel_top_k(tiers, logs, k, rng)]
-        pool.remove(chosen)
-        return chosen
+        available = np.asarray(distances)[pool.available]  # the same entries, in the same order
+        if self.n != 0 and available.min() > 0.0:  # the usual case: one tier, log h^n = n log h as pdws_tiers has it
+            logs = np.log(available)
+            logs *= self.n
+            return pool.take(candidates[gumbel_top_k(None, logs, k, rng)])
+        tiers, logs = pdws_tiers(available, self.n)
+        return pool.take(candidates[gumbel_top_k(tiers, logs, k, rng)])
 
     def draw(self, pool: CandidatePool, distances: np.ndarray, rng: np.random.Generator) -> int:
         return int(self.draw_many(pool, distances, 1, rng)[0])
