@@ -65,7 +65,7 @@ class Schedule:
     times: int = 1
     poison: tuple[str, ...] = ()
     seed: int = 0
-    retry_after: int = 1
+    retry_after: float = 1.0  # seconds; HTTP says an integer, the OpenAI SDK reads a float (the tests wait 0.05 s)
     hang_seconds: float = 60.0
     huge_bytes: int = 2_000_000
 
