@@ -63,7 +63,7 @@ def _server_calls(threads: int, policy: str, tokens: int, calls: int, record: Pa
 def _in_process_calls(threads: int, policy: str, tokens: int, calls: int, record: Path) -> None:
     if policy == "before":  # OpenMP loads before medfuzz's adapter can set its default
         import llama_cpp  # noqa: F401
-    from medfuzz.cli.lm_eval import register_models
+    from medfuzz.adapters.lm_eval_registry import register_models
 
     register_models()  # as medfuzz-lm-eval does: imports medfuzz.adapters.llama_cpp_lm
     from medfuzz.adapters.llama_cpp_lm import LlamaCppLM

@@ -96,7 +96,9 @@ def one_run(argv: list[str]) -> tuple[list[tuple[float, int, float, float]], flo
             command = argparse.ArgumentParser()
             run_cli.add_parser(command.add_subparsers())
             started = time.monotonic()
-            run_cli.execute(run_cli.plan_from(command.parse_args([*argv, "--out", out])), report=False)
+            done = run_cli.execute(run_cli.plan_from(command.parse_args([*argv, "--out", out])), report=False)
+            if done.error is not None:
+                raise SystemExit(f"medfuzz run: {done.error}")
     finally:
         suite_progress.SuiteProgress._refresh = refresh  # type: ignore[method-assign]
     return records, started

@@ -9,11 +9,13 @@ by the field's annotation, unknown names are rejected with the closest known nam
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import yaml
@@ -149,3 +151,76 @@ class MethodConfig:
 def cli_value(text: str) -> Any:
     """A ``-T`` value as Inspect's CLI reads it (a YAML scalar: ``8`` int, ``-20.5`` float, ``none`` string)."""
     return yaml.safe_load(text)
+
+
+# ------------------------------------------------------------------------------------------------ command lines
+
+FLAG = "medfuzz_flag"  # the dataclass field metadata key of a field's ``Flag``
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one field of a dataclass is given on a command line, declared on the field (``flag(...)``), so that the
+    dataclass owns the option's name, default and help and the parser re-declares nothing (``add_flags``, then
+    ``flag_values``). The option is ``--field-name`` unless ``name`` says otherwise; an ``int`` field is checked
+    by argparse and a ``bool`` field is ``--name/--no-name`` (or one ``switch``). ``parse`` turns the text given
+    (the list of texts, with ``many``) into the field's value; an option with ``parse`` that is not given leaves
+    the field's default."""
+
+    help: str
+    name: str | None = None  # the option's name, when not the field's
+    short: str | None = None  # a one-letter alias (``-T``)
+    required: bool = False
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    many: bool = False  # the option may be given several times; ``parse`` gets the list
+    parse: Callable[[Any], Any] | None = None
+    switch: bool = False  # a bool field given as one word that flips its default (``--dry-run``, ``--no-report``)
+
+
+def flag(help: str, **how: Any) -> dict[str, Flag]:
+    """A field's metadata: ``field(default=..., metadata=flag("what it is", ...))``."""
+    return {FLAG: Flag(help, **how)}
+
+
+def _flagged(cls: type) -> list[tuple[dataclasses.Field, Flag]]:
+    return [(f, f.metadata[FLAG]) for f in dataclasses.fields(cls) if FLAG in f.metadata]
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+
+
+def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One argparse option per field of ``cls`` that has a ``Flag``, in the fields' order."""
+    hints = typing.get_type_hints(cls)
+    for f, spec in _flagged(cls):
+        kind = hints[f.name]
+        how: dict[str, Any] = {"dest": f.name, "help": spec.help.replace("%", "%%")}  # argparse formats help
+        if spec.required:
+            how["required"] = True
+        else:
+            how["default"] = None if spec.parse is not None else _default(f)
+        if kind is bool:
+            flips = "store_false" if _default(f) else "store_true"
+            how["action"] = flips if spec.switch else argparse.BooleanOptionalAction
+        elif spec.many:
+            how["action"] = "append"
+        elif kind is int or int in typing.get_args(kind):
+            how["type"] = int
+        how.update((name, getattr(spec, name)) for name in ("choices", "metavar") if getattr(spec, name))
+        names = [spec.name or f"--{f.name.replace('_', '-')}", *([spec.short] if spec.short else [])]
+        parser.add_argument(*names, **how)
+
+
+def flag_values(cls: type, arguments: argparse.Namespace) -> dict[str, Any]:
+    """The field values ``add_flags``'s options were given, parsed, for ``cls(**values)``; an option with a
+    ``parse`` that was not given is left out (the field's default applies)."""
+    values: dict[str, Any] = {}
+    for f, spec in _flagged(cls):
+        value = getattr(arguments, f.name)
+        if spec.parse is None:
+            values[f.name] = value
+        elif value is not None:
+            values[f.name] = spec.parse(value)
+    return values

@@ -18,7 +18,7 @@ HARNESSES = ("inspect_ai", "lm_eval")
 CORE = ("benchmarks", "models", "samplers", "solvers", "scorers", "records", "planted", "stats", "options", "errors",
         "paths")  # the harness-free layers: none imports a harness or a shell
 FORBIDDEN = [  # (importing layer, imported layer): each pair is a direction the layers must never point
-    ("solvers", "scorers"), ("report", "tasks"), ("tasks", "report"), ("models", "samplers"),
+    ("solvers", "scorers"), ("report", "tasks"), ("tasks", "report"), ("tasks", "cli"), ("models", "samplers"),
     ("models", "planted"),  # the known-truth models use the samplers' own vocabulary: they sit above them
     *((core, shell) for core in CORE for shell in ("tasks", "report", "cli", "adapters", "validation")),
 ]

@@ -138,7 +138,7 @@ def test_model_args_are_found_in_lm_eval_s_own_call() -> None:
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    from medfuzz.cli.lm_eval import register_models
+    from medfuzz.adapters.lm_eval_registry import register_models
     from medfuzz.tasks import LM_EVAL_TASKS_PATH
 
     register_models()

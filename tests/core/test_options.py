@@ -61,3 +61,41 @@ def test_as_bool_and_table() -> None:
     table = parameter_table(TCESConfig)
     assert table.splitlines()[0] == "| parameter | type | default | meaning |"
     assert "| `budget` | int | `8` |" in table
+
+
+def test_a_dataclass_declares_its_command_line_options_once() -> None:
+    """``flag`` metadata -> argparse options (``add_flags``) -> field values (``flag_values``): names from the
+    fields, ``int`` checked, ``bool`` as --x/--no-x or one switch, ``parse`` applied only to what was given."""
+    import argparse
+    from dataclasses import dataclass, field
+
+    from medfuzz.options import add_flags, flag, flag_values
+
+    @dataclass
+    class Example:
+        name: str = field(metadata=flag("the name", required=True))
+        max_items: int | None = field(default=None, metadata=flag("how many (10 % of them)"))
+        colour: str = field(default="red", metadata=flag("a colour", choices=("red", "blue")))
+        tags: tuple[str, ...] = field(default=("a",), metadata=flag("comma list",
+                                                                    parse=lambda text: tuple(text.split(","))))
+        pairs: list[str] = field(default_factory=list, metadata=flag("repeatable", name="--pair", short="-P",
+                                                                     many=True, parse=sorted))
+        live: bool = field(default=False, metadata=flag("--live/--no-live"))
+        report: bool = field(default=True, metadata=flag("skip the report", name="--no-report", switch=True))
+        hidden: int = 3  # no flag: not on the command line
+
+    parser = argparse.ArgumentParser()
+    add_flags(parser, Example)
+    given = flag_values(Example, parser.parse_args(["--name", "n", "--max-items", "4", "--colour", "blue",
+                                                    "--tags", "x,y", "-P", "b", "--pair", "a", "--live",
+                                                    "--no-report"]))
+    assert given == {"name": "n", "max_items": 4, "colour": "blue", "tags": ("x", "y"), "pairs": ["a", "b"],
+                     "live": True, "report": False}
+    defaults = Example(**flag_values(Example, parser.parse_args(["--name", "n"])))
+    assert defaults == Example(name="n")  # nothing given: every field's own default, ``parse`` never called
+    assert flag_values(Example, parser.parse_args(["--name", "n", "--no-live"]))["live"] is False
+    for bad in (["--max-items", "4"], ["--name", "n", "--max-items", "four"], ["--name", "n", "--colour", "green"],
+                ["--name", "n", "--hidden", "1"]):
+        with pytest.raises(SystemExit):  # argparse's usage error (exit 2)
+            parser.parse_args(bad)
+    assert "10 % of them" in parser.format_help()  # help is given as written ("%" escaped for argparse)

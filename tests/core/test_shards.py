@@ -25,7 +25,7 @@ def test_the_slices_cover_every_sample_once_in_order_and_differ_by_at_most_one(t
 
 
 def test_shard_option_is_checked() -> None:
-    from medfuzz.cli.run import _shard
+    from medfuzz.tasks.suite_shard import shard_pair as _shard
 
     assert _shard("2/4") == (2, 4) and _shard(None) is None
     with pytest.raises(MedfuzzError, match="expected K/N"):

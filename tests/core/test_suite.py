@@ -252,6 +252,39 @@ def test_the_plan_resolves_the_levels_defaults_as_medfuzz_run_does(tmp_path: Pat
     assert SuitePlan(model="embedded", out=tmp_path, level=level, data="hf", attacker="openai/gpt-4o").data == "hf"
 
 
+@pytest.mark.parametrize("model", ["embedded", "openai-api/vllm/m", "openai/gpt-4o,openai-api/vllm/m"])
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_every_default_of_medfuzz_run_is_the_plans(tmp_path: Path, model: str, level: str) -> None:
+    """The command with only --model, --level and --out is the plan scripted with the same three: the parser
+    adds no default of its own (its options are generated from the plan's fields)."""
+    from medfuzz.cli import build_parser
+    from medfuzz.cli.run import plan_from
+    from medfuzz.options import flag_values
+    from medfuzz.tasks.suite_run import RunOptions
+
+    command = build_parser().parse_args(["run", "--model", model, "--level", level, "--out", str(tmp_path)])
+    assert plan_from(command) == SuitePlan(model=model, out=tmp_path.resolve(), level=level)
+    assert RunOptions(**flag_values(RunOptions, command)) == RunOptions()
+
+
+def test_medfuzz_runs_options_are_the_fields_of_the_plan_and_the_run_options() -> None:
+    """Every option of ``medfuzz run`` is a field with ``flag`` metadata: argparse re-declares nothing by hand."""
+    import argparse
+    import dataclasses
+
+    from medfuzz.cli import run as run_cli
+    from medfuzz.options import FLAG
+    from medfuzz.tasks.suite_run import RunOptions
+
+    commands = argparse.ArgumentParser().add_subparsers()
+    run_cli.add_parser(commands)
+    run = commands.choices["run"]
+    options = {action.dest for action in run._actions if action.dest != "help"}
+    flagged = {f.name for cls in (SuitePlan, RunOptions) for f in dataclasses.fields(cls) if FLAG in f.metadata}
+    assert options == flagged
+    assert {"model", "out", "level", "options", "shard", "lm_eval", "threads", "report", "dry_run"} <= flagged
+
+
 def test_with_one_run_at_a_time_medfuzz_starts_first_else_the_plans_order(tmp_path: Path) -> None:
     from medfuzz.tasks.suite import run_order
 

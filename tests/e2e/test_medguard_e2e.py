@@ -54,7 +54,7 @@ def test_inspect_medguard_on_the_embedded_model(local_server: LocalServer, bench
 def _lm_eval_local_model() -> None:
     from lm_eval.api.registry import MODEL_REGISTRY
 
-    from medfuzz.cli.lm_eval import register_models
+    from medfuzz.adapters.lm_eval_registry import register_models
 
     register_models()
     if "medfuzz-local" not in MODEL_REGISTRY:

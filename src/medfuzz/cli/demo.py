@@ -44,8 +44,9 @@ def run_demo(plan: DemoPlan) -> int:
     """``medfuzz run`` with the demo's plan; it prints the summary in words and the report's path last."""
     from medfuzz.cli.run import execute
 
-    plan.out.mkdir(parents=True, exist_ok=True)
     done = execute(suite_plan(plan), lm_eval="embedded", threads=plan.threads)
+    if done.error is not None:  # a busy folder, a bad data file: one line
+        raise SystemExit(f"medfuzz demo: {done.error}")
     if done.index is not None:
         print(f"report: {done.index}")
     return done.code

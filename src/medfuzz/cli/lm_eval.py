@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from medfuzz.adapters.lm_eval_registry import register_models
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
 
 
@@ -31,20 +32,6 @@ def _install_task_path() -> None:
             super().__init__(*args, include_path=[LM_EVAL_TASKS_PATH, *paths], **kwargs)
 
     lm_eval.tasks.TaskManager = TaskManagerWithMedfuzz
-
-
-def register_models() -> None:
-    """Register medfuzz's lm-eval models; lm_eval.models must be imported first (its registry is rebuilt
-    on import, which would wipe ours)."""
-    import importlib.util
-
-    import lm_eval.models  # noqa: F401
-
-    import medfuzz.adapters.planted_lm
-
-    # medfuzz-local runs the embedded GGUF through llama.cpp, which needs the 'local' extra
-    if importlib.util.find_spec("llama_cpp") is not None:
-        import medfuzz.adapters.llama_cpp_lm  # noqa: F401
 
 
 def main() -> None:

@@ -8,7 +8,8 @@ import this package, which imports no harness and neither shell, so the two shel
 - ``lm_eval_docs``: the lm-eval docs that hold several versions of a question, built by the hooks and decoded
   by the hooks and the report alike;
 - ``run_start``: what a run records when it starts (MedFuzz's attainability), recomputed by the report for
-  shards merged into one run.
+  shards merged into one run;
+- ``locations``: a log's ``location`` (a path, or a ``file:`` URI) as a local path.
 """
 
 from medfuzz.records.keys import METHOD_KEY, MODEL_LABEL, SHARD_KEY, SUITE_KEY, method_of

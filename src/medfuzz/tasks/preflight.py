@@ -150,7 +150,7 @@ def check_lm_eval(model: str, model_args: str, timeout: float = TIMEOUT) -> list
     the API models a reachable ``base_url`` and a tokenizer that loads."""
     from lm_eval.utils import simple_parse_args_string
 
-    from medfuzz.cli.lm_eval import register_models
+    from medfuzz.adapters.lm_eval_registry import register_models
 
     try:
         args = simple_parse_args_string(model_args) if model_args else {}

@@ -25,7 +25,7 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -130,6 +130,23 @@ def install() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for stop in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop, _on_interrupt)
+
+
+def run_stoppable(command: Callable[[], int], name: str) -> int:
+    """``command()`` (a whole CLI command, e.g. ``medfuzz run``) under the stop handlers, installed first, so that
+    an interrupt while the rest loads ends as cleanly as one mid-run; an interrupt before ``command`` caught one
+    itself (imports, argument checks) ended it before any run started. When stopping, what finished is written
+    and said: exit now, so that no interpreter shutdown (thread joins, atexit writers) runs after the stop."""
+    install()
+    try:
+        code = command()
+    except KeyboardInterrupt:  # before the plan exists: nothing ran yet
+        interrupted_by(KeyboardInterrupt())
+        print(f"\n{name}: stopped by {STOP.name} before any run started", flush=True)
+        code = INTERRUPTED
+    if STOP.signum is not None:
+        exit_now(code)
+    return code
 
 
 def exit_now(code: int) -> None:

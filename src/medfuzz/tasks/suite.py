@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.errors import MedfuzzError
-from medfuzz.options import ConfigError
+from medfuzz.options import ConfigError, flag, flag_values
 from medfuzz.records.keys import MODEL_LABEL, SHARD_KEY, SUITE_KEY
+from medfuzz.tasks.suite_shard import shard_pair
 
 log = logging.getLogger(__name__)
 
@@ -150,30 +151,93 @@ class SuiteRun:
     args: Mapping[str, Any]
 
 
+def _comma_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _resolved(text: str) -> Path:
+    return Path(text).resolve()
+
+
+def _pairs(values: list[str]) -> dict[str, Any]:
+    """``--option NAME=VALUE`` (given several times) as the plan's ``options``; each value as Inspect's ``-T``
+    reads it."""
+    from medfuzz.options import cli_value
+
+    pairs: dict[str, Any] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or not name.strip():
+            raise MedfuzzError(f"--option {value!r}: expected NAME=VALUE (e.g. medfuzz_turns=3)")
+        pairs[name.strip().replace("-", "_")] = cli_value(rest.strip())
+    return pairs
+
+
 @dataclass
 class SuitePlan:
-    """What ``medfuzz run`` runs."""
+    """What ``medfuzz run`` runs. Each field's ``flag`` metadata is its ``medfuzz run`` option (name, help,
+    choices, how the text is read): the command's parser is generated from these fields (``add_flags``,
+    ``from_arguments``), so an option and its field cannot drift apart. Every default the command has is a
+    field's default or is resolved here (the level's data, the embedded model's attacker), so the suite scripted
+    from Python runs what the command runs."""
 
-    model: str
-    out: Path
+    model: str = field(metadata=flag(
+        "any Inspect model (openai/gpt-4o, openai-api/vllm/NAME, anthropic/...), several comma-separated (one eval "
+        "set; the report compares them), or 'embedded' (SmolLM2, started here)", required=True))
+    out: Path = field(metadata=flag("folder for logs, results, settings and the report", required=True,
+                                    parse=_resolved))
     # None: the target attacks itself (logged), except the embedded model: the template attacker (a 135M model
     # cannot write valid rewrites); "template": the template attacker
-    attacker: str | None = None
-    methods: tuple[str, ...] = METHODS
-    level: str = "paper"
-    data: str | None = None  # MedQA source for the baseline, TCES and MedFuzz: hf, demo or a file; None: the level's
-    limit: int | None = None  # items per method (MedGuard: per aspect); None: the level's, else every item
+    attacker: str | None = field(default=None, metadata=flag(
+        "MedFuzz's attacker: an Inspect model, or 'template' (no LLM; the demo's). Default: the target attacks "
+        "itself; with --model embedded, the template (a 135M model cannot write valid rewrites)"))
+    methods: tuple[str, ...] = field(default=METHODS, metadata=flag(f"comma-separated, of {', '.join(METHODS)}",
+                                                                    parse=_comma_list))
+    level: str = field(default="paper", metadata=flag(
+        "named settings of every method, printed with their bound before the first call (docs/medfuzz.md, Cost "
+        "levels): " + ", ".join(LEVELS), choices=tuple(LEVELS)))
+    # MedQA source for the baseline, TCES and MedFuzz: hf, demo or a file; None: the level's
+    data: str | None = field(default=None, metadata=flag(
+        "MedQA source: hf (the test split), demo (50 bundled items) or a file in the release or HF layout. "
+        "Default: the level's (demo for --level demo / quick, else hf)"))
+    limit: int | None = field(default=None, metadata=flag(
+        "items per method (MedGuard: per aspect); default: the level's, else every item"))
     limits: Mapping[str, int] = field(default_factory=dict)  # per method, over ``limit`` and the level's
-    options: Mapping[str, Any] = field(default_factory=dict)  # NAME=VALUE: every method that has NAME;
-    # METHOD_NAME=VALUE (medfuzz_turns, tces_budget, medguard_seed, baseline_prompt_style): that method only
-    max_connections: int | None = None  # None: the backend's
-    attempt_timeout: int | None = None
-    max_samples: int | None = None
-    max_tasks: int | None = None
-    retry_attempts: int | None = None
-    display: str = "none"
-    log_realtime: bool = False  # True: Inspect's realtime sample buffer (inspect view shows samples as they run)
-    shard: tuple[int, int] | None = None  # (k, n): this process runs the k-th of n slices of every run's samples
+    # NAME=VALUE: every method that has NAME; METHOD_NAME=VALUE (medfuzz_turns, tces_budget, medguard_seed,
+    # baseline_prompt_style): that method only
+    options: Mapping[str, Any] = field(default_factory=dict, metadata=flag(
+        "a task option for every method that has it (seed=1), or for one method with its name as prefix "
+        "(medfuzz_turns=3, tces_budget=1, medguard_aspects=privacy)", name="--option", short="-T",
+        metavar="NAME=VALUE", many=True, parse=_pairs))
+    # None (these five): the backend's (``backend_for``), else eval_set's
+    max_connections: int | None = field(default=None, metadata=flag("default: per backend (run.json says)"))
+    attempt_timeout: int | None = field(default=None, metadata=flag("seconds per model call attempt"))
+    max_samples: int | None = field(default=None, metadata=flag(
+        "samples at a time per run (default: 1 for the embedded model, else Inspect's)"))
+    max_tasks: int | None = field(default=None, metadata=flag(
+        "runs in parallel (default: 1 for the embedded model, else eval_set's: at least 10)"))
+    retry_attempts: int | None = field(default=None, metadata=flag("eval_set's retries of a failed run"))
+    display: str = field(default="none", metadata=flag(
+        "Inspect's display (none: medfuzz's progress line with the bound and the ETA)"))
+    # True: Inspect's realtime sample buffer (inspect view shows samples as they run)
+    log_realtime: bool = field(default=False, metadata=flag(
+        "keep Inspect's realtime sample buffer, so that inspect view shows samples while they run (off by default: "
+        "medfuzz run prints its own progress; the logs are the same, and the buffer costs 11-42 % of the client's "
+        "CPU per call: 19 % in docs/performance.md P9). --no-log-realtime, the default now, is still accepted"))
+    # (k, n): this process runs the k-th of n slices of every run's samples
+    shard: tuple[int, int] | None = field(default=None, metadata=flag(
+        "run the K-th of N contiguous slices of every run's items (one process or machine per shard, each with its "
+        "own --out); medfuzz report / compare merge the N shards of a run into one run before any statistic. "
+        "auto: K and N from a Slurm job array (SLURM_ARRAY_TASK_ID/_MIN/_COUNT) or a Kubernetes Indexed Job "
+        "(JOB_COMPLETION_INDEX; N from auto/N or MEDFUZZ_SHARD_COUNT); docs/performance.md P8",
+        metavar="K/N|auto|auto/N", parse=shard_pair))
+
+    @classmethod
+    def from_arguments(cls, arguments: Any) -> SuitePlan:
+        """The plan the options of ``add_flags(parser, SuitePlan)`` were given, its ``--option`` names checked."""
+        plan = cls(**flag_values(cls, arguments))
+        plan.check_options()
+        return plan
 
     def __post_init__(self) -> None:
         if self.shard is not None:

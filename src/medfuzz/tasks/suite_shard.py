@@ -102,3 +102,14 @@ def _from_kubernetes(environ: Mapping[str, str], count: int | None) -> Shard:
     if not 0 <= index < count:
         raise MedfuzzError(f"--shard auto: {K8S_INDEX}={index} is outside 0..{count - 1} for {count} shards")
     return Shard(index + 1, count, f"Kubernetes Indexed Job completion index {index}")
+
+
+def shard_pair(text: str | None) -> tuple[int, int] | None:
+    """``--shard`` as ``SuitePlan.shard`` takes it, ``(K, N)`` or ``None``; a shard read from a scheduler is said in
+    one line, since nothing on the command line shows which slice this process runs."""
+    shard = parse_shard(text)
+    if shard is None:
+        return None
+    if shard.source != "given":
+        print(f"--shard {text.strip()}: shard {shard.index}/{shard.count} ({shard.source})", flush=True)
+    return shard.as_pair()

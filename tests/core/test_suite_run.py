@@ -1,0 +1,43 @@
+"""``run_suite_plan`` (``medfuzz.tasks.suite_run``): a user error comes back as one line in the outcome, never as
+``SystemExit``, and a dry run writes nothing. What the suite prints and writes on a real run is pinned through the
+CLI by ``tests/faults/test_run_lifecycle.py`` and ``tests/e2e/test_first_real_run.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from medfuzz.tasks.suite import SuitePlan
+from medfuzz.tasks.suite_run import RunOptions, run_suite_plan
+
+
+def never(*args: object) -> None:
+    raise AssertionError(f"called with {args}: nothing ran, so nothing is summarised or reported")
+
+
+def small(out: Path) -> SuitePlan:
+    return SuitePlan(model="openai-api/vllm/m", out=out, level="quick", methods=("baseline",), limit=2)
+
+
+def test_an_out_that_is_a_file_is_an_error_in_the_outcome(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    done = run_suite_plan(small(tmp_path / "file"), RunOptions(preflight=False), never, never)
+    assert (done.code, done.error) == (1, f"--out {tmp_path / 'file'}: this is a file, not a folder; name a "
+                                          "folder (it is created if missing)")
+
+
+def test_a_secret_in_the_lm_eval_arguments_is_an_error_before_anything_runs(tmp_path: Path) -> None:
+    done = run_suite_plan(small(tmp_path / "out"), RunOptions(lm_eval="hf:pretrained=x,api_key=sk-123"), never,
+                          never)
+    assert done.code == 1 and done.error is not None and done.error.startswith("--lm-eval: api_key: a secret")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dry_run_prints_the_bound_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    done = run_suite_plan(small(tmp_path / "out"), RunOptions(dry_run=True), never, never)
+    printed = capsys.readouterr().out
+    assert (done.code, done.error, done.logs) == (0, None, {})
+    assert "  clean baseline       2 samples  at most          2 calls  (target 2)" in printed
+    assert "dry run: no model was called and nothing was written" in printed
+    assert not (tmp_path / "out").exists()
