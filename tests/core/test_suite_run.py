@@ -41,3 +41,12 @@ def test_a_dry_run_prints_the_bound_and_writes_nothing(tmp_path: Path, capsys: p
     assert "  clean baseline       2 samples  at most          2 calls  (target 2)" in printed
     assert "dry run: no model was called and nothing was written" in printed
     assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_provider_is_one_line_in_the_outcome(tmp_path: Path) -> None:
+    """Inspect's get_model says so with a bare ValueError, which reached the user as a traceback."""
+    plan = SuitePlan(model="nosuchprovider/x", out=tmp_path / "out", level="quick", methods=("baseline",), limit=2)
+    done = run_suite_plan(plan, RunOptions(preflight=False), never, never)
+    assert done.code == 1 and done.error is not None
+    assert done.error.startswith("Model API nosuchprovider of model 'nosuchprovider/x' not recognized")
+    assert "providers.html" in done.error

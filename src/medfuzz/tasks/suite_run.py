@@ -77,6 +77,10 @@ def phase(name: str, text: str = "") -> None:
     print(f"medfuzz run: {name}{': ' + text if text else ''}", flush=True)
 
 
+# the message of inspect_ai.model.get_model for a provider it does not know (a ValueError, not a PrerequisiteError)
+UNKNOWN_PROVIDER = re.compile(r"^Model API \S+ of model '[^']*' not recognized")
+
+
 def run_suite_plan(plan: SuitePlan, how: RunOptions | None = None, summary_lines: SummaryLines | None = None,
                    write_report: ReportWriter | None = None) -> RunOutcome:
     """Run the suite, then lm-eval when asked, then the summary and the report when given (``write_report`` is
@@ -96,6 +100,11 @@ def run_suite_plan(plan: SuitePlan, how: RunOptions | None = None, summary_lines
     except PrerequisiteError as err:  # Inspect's own (a missing API key, an unknown provider): its message alone
         text = re.sub(r"\[/?[a-z ]+\]", "", str(getattr(err, "message", err)))  # rich markup off
         return RunOutcome(1, error=text.strip())
+    except ValueError as err:  # Inspect's get_model names an unknown provider with a bare ValueError
+        if not UNKNOWN_PROVIDER.search(str(err)):
+            raise
+        return RunOutcome(1, error=f"{err} (--model / --attacker take Inspect's provider/model names, e.g. "
+                                   "openai/gpt-4o-mini or openai-api/<service>/<model>: https://inspect.aisi.org.uk/providers.html)")
 
 
 def _stoppable(plan: SuitePlan, how: RunOptions, summary_lines: SummaryLines | None,
