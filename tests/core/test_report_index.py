@@ -373,19 +373,20 @@ window.addEventListener("load", () => {
 
 
 def test_parameters_read_as_words_and_paths_as_file_names() -> None:
-    from medfuzz.report.index import _flat, _fmt, _short
+    from medfuzz.report.format import display
+    from medfuzz.report.index import _flat, _short
 
     aspects = ["gender_equity", "race_equity", "defense", "sycophancy"]
     assert _short(aspects) == "gender_equity, race_equity, defense and 1 more" and _short(True) == "yes"
-    assert _fmt(aspects) == "gender_equity, race_equity, defense, sycophancy"  # the table shows every value
+    assert display(aspects) == "gender_equity, race_equity, defense, sycophancy"  # the table shows every value
     path = "/home/someone/data/medfuzz/runs/2026/benchmark_items_with_a_long_name.jsonl"
-    assert _fmt(path) == "<span>benchmark_items_with_a_long_name.jsonl</span>"  # no absolute path, even on hover
-    assert _fmt("data/items.jsonl") == '<span title="data/items.jsonl">items.jsonl</span>'
-    assert _fmt("/srv/data/medqa") == "<span>medqa</span>"  # a folder: absolute without a suffix
-    assert _fmt("target: openai/gpt-4o") == "target: openai/gpt-4o"  # words with a slash are not a path
+    assert display(path) == "<span>benchmark_items_with_a_long_name.jsonl</span>"  # no absolute path, even on hover
+    assert display("data/items.jsonl") == '<span title="data/items.jsonl">items.jsonl</span>'
+    assert display("/srv/data/medqa") == "<span>medqa</span>"  # a folder: absolute without a suffix
+    assert display("target: openai/gpt-4o") == "target: openai/gpt-4o"  # words with a slash are not a path
     assert _flat({"medfuzz": {"turns": 3, "pack": {"name": "x"}}, "seed": 0}) == [
         ("medfuzz.turns", 3), ("medfuzz.pack.name", "x"), ("seed", 0)]
-    assert _fmt({"data": "demo", "split": None}) == "data: demo; split: –"
+    assert display({"data": "demo", "split": None}) == "data: demo; split: –"
 
 
 def test_a_medguard_log_from_before_the_prefix_reads_as_today(logs: Path, tmp_path: Path) -> None:
