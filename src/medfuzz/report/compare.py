@@ -39,7 +39,7 @@ from typing import Any
 from medfuzz.records.keys import METHOD_KEY
 from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.report._logs import collect_logs
-from medfuzz.report.format import STYLE, markdown_tables, number, safe_cell
+from medfuzz.report.format import html_page, markdown_tables, number, safe_cell
 from medfuzz.stats import DEFAULT_ALPHA, significant
 
 log = logging.getLogger(__name__)
@@ -432,10 +432,8 @@ def write(result: Comparison, out_dir: Path) -> list[Path]:
     data = out_dir / f"{OUTPUT}.json"
     data.write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
     page = out_dir / f"{OUTPUT}.html"
-    page.write_text("<!doctype html><html lang=en><head><meta charset=utf-8><title>medfuzz compare</title>"
-                    f"<style>{STYLE}</style></head><body><div class=md>{markdown_tables(text)}</div>"
-                    f"<p class=note>{html.escape(result.to_dict()['definitions']['mcnemar'])}</p></body></html>",
-                    encoding="utf-8")
+    page.write_text(html_page("medfuzz compare", f"<div class=md>{markdown_tables(text)}</div><p class=note>"
+                              f"{html.escape(result.to_dict()['definitions']['mcnemar'])}</p>"), encoding="utf-8")
     models = _csv(out_dir / f"{OUTPUT}_models.csv", MODEL_COLUMNS,
                   ({**m, "method": g["method"], "group": g["group"]} for g in result.groups for m in g["models"]))
     pairs = _csv(out_dir / f"{OUTPUT}_pairs.csv", PAIR_COLUMNS,

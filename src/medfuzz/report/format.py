@@ -112,6 +112,22 @@ table{max-width:100%}td{overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width
 """
 
 
+# the successful-attack cards of the MedFuzz attacks page and the review sheet, on top of ``STYLE``
+ATTACK_STYLE = """
+mark{background:#ffe066}section.attack{border-bottom:1px solid #ccc;padding:1em 0}
+section.attack h2{font-size:1.05em;border:0;margin-top:.2em}.stats{color:#555;font-size:.9em}
+fieldset{border:1px solid #ddd;margin:.4em 0}textarea{width:100%}
+"""
+
+
+def html_page(title: str, body: str, extra_style: str = "") -> str:
+    """A self-contained page in the report's style (``STYLE``, plus ``extra_style``): every HTML page the report
+    writes is one of these."""
+    return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
+            "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
+            f"<title>{html.escape(title)}</title><style>{STYLE}{extra_style}</style></head><body>{body}</body></html>")
+
+
 class Shown(str):
     """A number already written out with its interval (``overview.Number.shown``): a numeric cell."""
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from medfuzz.records.keys import METHOD_KEY, method_of
 from medfuzz.report._outputs import write_text_atomically
-from medfuzz.report.format import STYLE, Shown, display, markdown_tables, path_like, table
+from medfuzz.report.format import Shown, display, html_page, markdown_tables, path_like, table
 from medfuzz.report.problems import Problems
 
 INDEX = "index.html"
@@ -457,13 +457,10 @@ def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path
     listed = [p.line() for p in problems]
     if listed:
         nav.insert(0, f"<a href=\"#problems\">Problems ({len(listed)})</a>")
-    page = ("<!doctype html><html lang=en><head><meta charset=utf-8>"
-            "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
-            f"<title>medfuzz report</title><style>{STYLE}</style></head><body>"
-            f"<h1>medfuzz report</h1><p class=note>{len(logs)} file(s) read; written "
-            f"{datetime.now().isoformat(timespec='seconds')}. Plots are embedded; the CSV, HTML and Markdown "
-            f"files, {overview.SUMMARY} and {overview.MODEL_INDEX} sit beside this page.</p>"
-            f"<nav>{''.join(nav)}</nav>{_problems_html(listed)}{first}{''.join(sections)}</body></html>")
+    page = html_page("medfuzz report", f"<h1>medfuzz report</h1><p class=note>{len(logs)} file(s) read; written "
+                     f"{datetime.now().isoformat(timespec='seconds')}. Plots are embedded; the CSV, HTML and "
+                     f"Markdown files, {overview.SUMMARY} and {overview.MODEL_INDEX} sit beside this page.</p>"
+                     f"<nav>{''.join(nav)}</nav>{_problems_html(listed)}{first}{''.join(sections)}")
     index = out_dir / INDEX
     write_text_atomically(index, page)
     return index
@@ -500,9 +497,8 @@ def write_fallback_page(out_dir: Path, written: Mapping[str, list[Path]], proble
     """The page when ``write_index`` itself failed: the problems and links to every file the renderers wrote."""
     files = "".join(f"<li><a href=\"{html.escape(shown_path(p, out_dir))}\">{html.escape(p.name)}</a></li>"
                     for paths in written.values() for p in paths)
-    page = ("<!doctype html><html lang=en><head><meta charset=utf-8><title>medfuzz report</title>"
-            f"<style>{STYLE}</style></head><body><h1>medfuzz report</h1>"
-            f"{_problems_html([p.line() for p in problems])}<h2>Files written</h2><ul>{files}</ul></body></html>")
+    page = html_page("medfuzz report", f"<h1>medfuzz report</h1>{_problems_html([p.line() for p in problems])}"
+                                        f"<h2>Files written</h2><ul>{files}</ul>")
     index = Path(out_dir) / INDEX
     write_text_atomically(index, page)
     return index

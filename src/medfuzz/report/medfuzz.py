@@ -24,7 +24,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from medfuzz.report.format import MISSING, csv_cell, highlight, is_missing, number, safe_cell
+from medfuzz.report.format import ATTACK_STYLE, MISSING, csv_cell, highlight, html_page, is_missing, number, safe_cell
 from medfuzz.report.medfuzz_logs import SUMMARY, attacks_of, chance_level, read_medfuzz_log
 from medfuzz.report.review import write_sheet
 from medfuzz.stats import wilson_interval
@@ -63,21 +63,18 @@ def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
                  f"reasoning mentions {row['faithfulness'] or '?'} of the added text · answer "
                  f"{html.escape(str(row['target_answer']))} (correct {html.escape(str(row['correct_answer']))})")
         cards.append(
-            f"<section><h2>{meta}</h2><p class=stats>{stats}</p>"
+            f"<section class=attack><h2>{meta}</h2><p class=stats>{stats}</p>"
             f"<p>{highlight(row['original_question'], row['fuzzed_question'])}</p>"
             f"<details><summary>Attacker's plan</summary><p>{html.escape(row['plan'] or '')}</p></details>"
             f"<details><summary>Target's reasoning</summary><p>{html.escape(row['target_reasoning'] or '')}</p>"
             "</details></section>")
     body = "\n".join(cards) or "<p>No successful attacks in these logs.</p>"
-    path.write_text(
-        "<!doctype html><meta charset=utf-8><title>MedFuzz successful attacks</title>"
-        "<style>body{font-family:sans-serif;max-width:60em;margin:auto}mark{background:#ffe066}"
-        "section{border-bottom:1px solid #ccc;padding:1em 0}.stats{color:#555;font-size:.9em}</style>"
-        f"<h1>MedFuzz successful attacks ({len(rows)})</h1>"
+    path.write_text(html_page(
+        "MedFuzz successful attacks", f"<h1>MedFuzz successful attacks ({len(rows)})</h1>"
         "<p>Ranked by the valid permutation-test p-value ((b+1)/(M+1), or Besag-Clifford's h/l after a sequential "
         "stop; the paper's b/M over all M controls beside it, not observed where the sequential test stopped "
         "early), then by the drop in the target's 1-5 confidence in the correct "
-        "answer. Highlighted: text the attacker added.</p>" + body, encoding="utf-8")
+        "answer. Highlighted: text the attacker added.</p>" + body, ATTACK_STYLE), encoding="utf-8")
 
 
 def _plot(curves: list[tuple[str, list[float]]], sizes: list[int], path: Path, chance: float | None = None) -> None:

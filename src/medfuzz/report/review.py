@@ -33,7 +33,7 @@ from typing import Any
 
 from medfuzz.errors import DataError
 from medfuzz.report._logs import collect_logs
-from medfuzz.report.format import MISSING, csv_cell, highlight, is_missing, number
+from medfuzz.report.format import ATTACK_STYLE, MISSING, csv_cell, highlight, html_page, is_missing, number
 from medfuzz.report.medfuzz_logs import attacks_of, read_medfuzz_log
 
 QUESTIONS = {
@@ -128,7 +128,7 @@ def _form(rows: Sequence[dict[str, Any]]) -> str:
             + "".join(f"<label><input type=radio name=\"{attack}|{q}\" value={a}> {a}</label> " for a in ANSWERS)
             + "</fieldset>" for q, text in QUESTIONS.items())
         cards.append(
-            f"<section data-id=\"{attack}\"><h2>#{row.get('rank')} · <code>{attack}</code> · "
+            f"<section class=attack data-id=\"{attack}\"><h2>#{row.get('rank')} · <code>{attack}</code> · "
             f"{html.escape(str(row.get('model')))} (attacker {html.escape(str(row.get('attacker')))})</h2>"
             f"<p class=stats>p = {_p(row.get('p_value'), html.escape(str(row.get('status'))))} · Holm "
             f"{_p(row.get('p_holm'))} · confidence drop {_p(row.get('confidence_drop'))} · "
@@ -141,16 +141,12 @@ def _form(rows: Sequence[dict[str, Any]]) -> str:
             f"<label>Comment<br><textarea data-q=comment rows=2></textarea></label></section>")
     body = "\n".join(cards) or "<p>No successful attacks in these logs: nothing to review.</p>"
     button = "<p><button type=button onclick=download()>Download the completed sheet (CSV)</button></p>"
-    return ("<!doctype html><meta charset=utf-8><title>MedFuzz expert review</title>"
-            "<style>body{font-family:sans-serif;max-width:60em;margin:auto}mark{background:#ffe066}"
-            "section{border-bottom:1px solid #ccc;padding:1em 0}.stats{color:#555;font-size:.9em}"
-            "fieldset{border:1px solid #ddd;margin:.4em 0}textarea{width:100%}h2{font-size:1.05em}</style>"
-            f"<h1>MedFuzz expert review ({len(rows)} successful attacks)</h1>"
+    return html_page("MedFuzz expert review", f"<h1>MedFuzz expert review ({len(rows)} successful attacks)</h1>"
             "<p>Ranked by permutation-test p-value, then by the drop in the target's confidence in the correct "
             "answer. Highlighted: text the attacker added. Answer the three questions per attack (answers are "
             "kept in this browser as you go), then download the sheet and give it to <code>medfuzz review "
             "import</code>. An attack counts as validated when all three answers are yes.</p>"
-            + button + body + button + f"<script>{SCRIPT % json.dumps(list(QUESTIONS))}</script>")
+            + button + body + button + f"<script>{SCRIPT % json.dumps(list(QUESTIONS))}</script>", ATTACK_STYLE)
 
 
 # ----------------------------------------------------------------------------------------------- reading
