@@ -415,3 +415,30 @@ def test_the_page_names_its_logs_relative_to_the_report_folder(report: Path, log
     page = (report / "index.html").read_text(encoding="utf-8")
     assert str(logs) not in page and str(logs.parent) not in page  # no absolute path, not even in a title
     assert f"<code>../{logs.name}/" in page  # the run cards' logs: ../index-logs0/<file>.eval
+
+
+def test_the_terminal_summary_writes_numbers_as_the_page_does(logs: Path, report: Path) -> None:
+    """``medfuzz run``'s closing summary and the report take their number text from one formatter: the summary's
+    MedFuzz numbers read as ``summary.json``'s values written by ``report.format.number`` (3 decimals), and
+    nothing prints as "n/a" or "nan" (a missing number is "–": ``tests/core/test_report_format.py``)."""
+    from types import SimpleNamespace
+
+    from medfuzz.cli.summary import summary_lines
+    from medfuzz.records.keys import method_of
+    from medfuzz.report._logs import read_log
+    from medfuzz.report.format import number
+
+    headers = {}
+    for path in sorted(logs.glob("*.eval")):
+        header = read_log(path, header_only=True)
+        method = method_of(header.eval.metadata, header.eval.task)
+        headers[{"baseline": "clean baseline", "tces": f"tces {len(headers)}"}.get(method, method)] = header
+    plan = SimpleNamespace(model="medfuzz-scripted/t", data="demo", level="quick", attacker="medfuzz-actors/attacker")
+    text = "\n".join(summary_lines(plan, headers, None, "medfuzz-scripted/t"))
+    assert "n/a" not in text and "nan" not in text.lower()
+    shown = {result["method"]: result["numbers"] for card in json.loads((report / "summary.json").read_text())[
+        "models"].values() for result in card["results"] if result["harness"] == "Inspect"}
+    medfuzz = {metric: entry["value"] for metric, entry in shown["medfuzz"].items()}
+    assert f"clean acc {number(medfuzz['medfuzz_clean_acc'])}  post-attack acc" in text
+    assert f"  ASR {number(medfuzz['medfuzz_asr'])}  untested " in text
+    assert re.search(r"Gini-Simpson \d\.\d{3}", text)  # TCES: the same three decimals

@@ -120,9 +120,13 @@ def _medfuzz_lines(plan: Any, log: Any, lm: Mapping[str, Any], target: str, temp
     lines = ["", f"MedFuzz (target: {target.split(' (')[0]}; attacker: {attacker}; {log.eval.dataset.samples} items, "
                  f"K={config.get('turns', '?')}, {config.get('replicates', '?')} replicate(s), {test})"]
     upper = number(f.get("medfuzz_post_attack_acc_upper"))
+
+    def count(metric: str) -> str:  # Inspect keeps counts as floats
+        return number(f.get(metric, 0), spec=".0f")
+
     lines.append(f"  inspect  clean acc {number(f.get('medfuzz_clean_acc'))}  post-attack acc "
                  f"{number(f.get('medfuzz_post_attack_acc'))} (upper bound {upper})"
-                 f"  ASR {number(f.get('medfuzz_asr'))}  untested {f.get('medfuzz_untested_attacks', 0):.0f}  "
+                 f"  ASR {number(f.get('medfuzz_asr'))}  untested {count('medfuzz_untested_attacks')}  "
                  f"unfaithful CoT {number(f.get('medfuzz_unfaithful_rate'))}")
     asr = f.get("medfuzz_asr")
     if asr is None or math.isnan(asr) or asr == 0:  # say so in words, not only as a number
@@ -132,14 +136,14 @@ def _medfuzz_lines(plan: Any, log: Any, lm: Mapping[str, Any], target: str, temp
              f"; smallest attainable p at this M {number(smallest)}"
              + (" > alpha: no attack can be significant at this run's M (the paper's M = 30 reaches 1/31)"
                 if smallest > alpha else ""))
-    lines.append(f"  inspect  significant at alpha {alpha:g} (valid p): {f.get('medfuzz_significant', 0):.0f}, "
-                 f"Holm {f.get('medfuzz_significant_holm', 0):.0f}, BH {f.get('medfuzz_significant_bh', 0):.0f}; "
-                 f"with the paper's b/M (tests that drew all M): {f.get('medfuzz_significant_paper', 0):.0f}{reach}")
+    lines.append(f"  inspect  significant at alpha {alpha:g} (valid p): {count('medfuzz_significant')}, "
+                 f"Holm {count('medfuzz_significant_holm')}, BH {count('medfuzz_significant_bh')}; "
+                 f"with the paper's b/M (tests that drew all M): {count('medfuzz_significant_paper')}{reach}")
     if "medfuzz_medqa" in lm:
         r = lm["medfuzz_medqa"]
         lines.append(f"  lm-eval  the same fuzzed items: clean_acc {_lm(r, 'clean_acc')}  attacked_acc "
                      f"{_lm(r, 'attacked_acc')}  flip_rate {_lm(r, 'flip_rate')}  LLM errors "
-                     f"{r.get('llm_errors,none', 0):.0f}")
+                     f"{number(r.get('llm_errors,none', 0), spec='.0f')}")
     elif lm:
         lines.append("  lm-eval  medfuzz_medqa skipped: the target got every item wrong, so nothing was attacked")
     return lines
