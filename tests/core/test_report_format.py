@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from medfuzz.report.format import MISSING, csv_cell, display, html_page, number, safe_cell
+from medfuzz.report.format import MISSING, csv_cell, display, html_page, number, p_value, safe_cell
 
 NAN = math.nan
 
@@ -80,3 +80,8 @@ def test_every_page_is_one_shape() -> None:
     assert page.startswith("<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport")
     assert "<title>a &lt;b&gt;</title>" in page and "mark{}</style>" in page
     assert page.endswith("<body><p>x</p></body></html>")
+
+
+def test_a_p_value_keeps_four_significant_digits_or_says_why_it_is_missing() -> None:
+    assert p_value(0.0909090) == "0.09091" and p_value(1.0) == "1" and p_value(3.2e-5) == "3.2e-05"
+    assert p_value(None) == MISSING and p_value(NAN, "untested: too few controls") == "untested: too few controls"

@@ -56,6 +56,12 @@ def number(value: float | int | None, *, se: float | None = None, interval: tupl
     return text
 
 
+def p_value(value: float | None, missing: str = MISSING) -> str:
+    """A p-value (or the confidence drop beside it) to 4 significant digits: a p-value's size is its point;
+    ``missing``, words that say why, where there is none (an untested attack)."""
+    return missing if is_missing(value) else number(value, spec=".4g")
+
+
 # ------------------------------------------------------------------------------------------- CSV cells
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

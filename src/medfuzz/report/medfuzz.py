@@ -24,7 +24,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from medfuzz.report.format import ATTACK_STYLE, MISSING, csv_cell, highlight, html_page, is_missing, number, safe_cell
+from medfuzz.report.format import ATTACK_STYLE, MISSING, csv_cell, highlight, html_page, p_value, safe_cell
 from medfuzz.report.medfuzz_logs import SUMMARY, attacks_of, chance_level, read_medfuzz_log
 from medfuzz.report.review import write_sheet
 from medfuzz.stats import wilson_interval
@@ -41,11 +41,6 @@ def _rank_key(row: dict[str, Any]) -> tuple:
     return (p is None, p if p is not None else 0.0, -(drop if drop is not None else -99))
 
 
-def _p(value: Any, missing: str = MISSING) -> str:
-    """A p-value or a drop on the page: 4 significant digits (a p-value needs them), else ``missing``."""
-    return missing if is_missing(value) else number(value, spec=".4g")
-
-
 def _paper_missing(row: dict[str, Any]) -> str:
     """Why a row has no paper's b/M: untested, or a sequential test that stopped before drawing all M."""
     return MISSING if row["p_value"] is None else "not observed (stopped early)"
@@ -56,10 +51,10 @@ def _write_html(rows: list[dict[str, Any]], path: Path) -> None:
     for row in rows:
         meta = (f"#{row['rank']} · {html.escape(str(row['model']))} attacked by {html.escape(str(row['attacker']))}"
                 f" · item {html.escape(str(row['item_id']))}, replicate {row['replicate']}, turn {row['turn']}")
-        stats = (f"p = {_p(row['p_value'], row['status'])} (Holm {_p(row['p_holm'])}, "
-                 f"BH {_p(row['p_bh'])}, {row['controls'] or 0} controls; paper's b/M "
-                 f"{_p(row.get('p_value_paper'), _paper_missing(row))}) · confidence drop "
-                 f"{_p(row['confidence_drop'])} · p̂ drop {_p(row['p_hat_drop'])} · "
+        stats = (f"p = {p_value(row['p_value'], row['status'])} (Holm {p_value(row['p_holm'])}, "
+                 f"BH {p_value(row['p_bh'])}, {row['controls'] or 0} controls; paper's b/M "
+                 f"{p_value(row.get('p_value_paper'), _paper_missing(row))}) · confidence drop "
+                 f"{p_value(row['confidence_drop'])} · p̂ drop {p_value(row['p_hat_drop'])} · "
                  f"reasoning mentions {row['faithfulness'] or '?'} of the added text · answer "
                  f"{html.escape(str(row['target_answer']))} (correct {html.escape(str(row['correct_answer']))})")
         cards.append(

@@ -33,7 +33,7 @@ from typing import Any
 
 from medfuzz.errors import DataError
 from medfuzz.report._logs import collect_logs
-from medfuzz.report.format import ATTACK_STYLE, MISSING, csv_cell, highlight, html_page, is_missing, number
+from medfuzz.report.format import ATTACK_STYLE, csv_cell, highlight, html_page, number, p_value
 from medfuzz.report.medfuzz_logs import attacks_of, read_medfuzz_log
 
 QUESTIONS = {
@@ -114,11 +114,6 @@ function download() {
 """
 
 
-def _p(value: Any, missing: str = MISSING) -> str:
-    """A p-value or a drop on the sheet, as on the attacks page: 4 significant digits, else ``missing``."""
-    return missing if is_missing(value) else number(value, spec=".4g")
-
-
 def _form(rows: Sequence[dict[str, Any]]) -> str:
     cards = []
     for row in rows:
@@ -130,8 +125,8 @@ def _form(rows: Sequence[dict[str, Any]]) -> str:
         cards.append(
             f"<section class=attack data-id=\"{attack}\"><h2>#{row.get('rank')} · <code>{attack}</code> · "
             f"{html.escape(str(row.get('model')))} (attacker {html.escape(str(row.get('attacker')))})</h2>"
-            f"<p class=stats>p = {_p(row.get('p_value'), html.escape(str(row.get('status'))))} · Holm "
-            f"{_p(row.get('p_holm'))} · confidence drop {_p(row.get('confidence_drop'))} · "
+            f"<p class=stats>p = {p_value(row.get('p_value'), html.escape(str(row.get('status'))))} · Holm "
+            f"{p_value(row.get('p_holm'))} · confidence drop {p_value(row.get('confidence_drop'))} · "
             f"answer {html.escape(str(row.get('target_answer')))}, correct "
             f"{html.escape(str(row.get('correct_answer')))}</p>"
             f"<p>{highlight(row.get('original_question') or '', row.get('fuzzed_question') or '')}</p>"
