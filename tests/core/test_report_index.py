@@ -373,19 +373,20 @@ window.addEventListener("load", () => {
 
 
 def test_parameters_read_as_words_and_paths_as_file_names() -> None:
-    from medfuzz.report.index import _flat, _fmt, _short
+    from medfuzz.report.format import display
+    from medfuzz.report.index import _flat, _short
 
     aspects = ["gender_equity", "race_equity", "defense", "sycophancy"]
     assert _short(aspects) == "gender_equity, race_equity, defense and 1 more" and _short(True) == "yes"
-    assert _fmt(aspects) == "gender_equity, race_equity, defense, sycophancy"  # the table shows every value
+    assert display(aspects) == "gender_equity, race_equity, defense, sycophancy"  # the table shows every value
     path = "/home/someone/data/medfuzz/runs/2026/benchmark_items_with_a_long_name.jsonl"
-    assert _fmt(path) == "<span>benchmark_items_with_a_long_name.jsonl</span>"  # no absolute path, even on hover
-    assert _fmt("data/items.jsonl") == '<span title="data/items.jsonl">items.jsonl</span>'
-    assert _fmt("/srv/data/medqa") == "<span>medqa</span>"  # a folder: absolute without a suffix
-    assert _fmt("target: openai/gpt-4o") == "target: openai/gpt-4o"  # words with a slash are not a path
+    assert display(path) == "<span>benchmark_items_with_a_long_name.jsonl</span>"  # no absolute path, even on hover
+    assert display("data/items.jsonl") == '<span title="data/items.jsonl">items.jsonl</span>'
+    assert display("/srv/data/medqa") == "<span>medqa</span>"  # a folder: absolute without a suffix
+    assert display("target: openai/gpt-4o") == "target: openai/gpt-4o"  # words with a slash are not a path
     assert _flat({"medfuzz": {"turns": 3, "pack": {"name": "x"}}, "seed": 0}) == [
         ("medfuzz.turns", 3), ("medfuzz.pack.name", "x"), ("seed", 0)]
-    assert _fmt({"data": "demo", "split": None}) == "data: demo; split: –"
+    assert display({"data": "demo", "split": None}) == "data: demo; split: –"
 
 
 def test_a_medguard_log_from_before_the_prefix_reads_as_today(logs: Path, tmp_path: Path) -> None:
@@ -414,3 +415,30 @@ def test_the_page_names_its_logs_relative_to_the_report_folder(report: Path, log
     page = (report / "index.html").read_text(encoding="utf-8")
     assert str(logs) not in page and str(logs.parent) not in page  # no absolute path, not even in a title
     assert f"<code>../{logs.name}/" in page  # the run cards' logs: ../index-logs0/<file>.eval
+
+
+def test_the_terminal_summary_writes_numbers_as_the_page_does(logs: Path, report: Path) -> None:
+    """``medfuzz run``'s closing summary and the report take their number text from one formatter: the summary's
+    MedFuzz numbers read as ``summary.json``'s values written by ``report.format.number`` (3 decimals), and
+    nothing prints as "n/a" or "nan" (a missing number is "–": ``tests/core/test_report_format.py``)."""
+    from types import SimpleNamespace
+
+    from medfuzz.cli.summary import summary_lines
+    from medfuzz.records.keys import method_of
+    from medfuzz.report._logs import read_log
+    from medfuzz.report.format import number
+
+    headers = {}
+    for path in sorted(logs.glob("*.eval")):
+        header = read_log(path, header_only=True)
+        method = method_of(header.eval.metadata, header.eval.task)
+        headers[{"baseline": "clean baseline", "tces": f"tces {len(headers)}"}.get(method, method)] = header
+    plan = SimpleNamespace(model="medfuzz-scripted/t", data="demo", level="quick", attacker="medfuzz-actors/attacker")
+    text = "\n".join(summary_lines(plan, headers, None, "medfuzz-scripted/t"))
+    assert "n/a" not in text and "nan" not in text.lower()
+    shown = {result["method"]: result["numbers"] for card in json.loads((report / "summary.json").read_text())[
+        "models"].values() for result in card["results"] if result["harness"] == "Inspect"}
+    medfuzz = {metric: entry["value"] for metric, entry in shown["medfuzz"].items()}
+    assert f"clean acc {number(medfuzz['medfuzz_clean_acc'])}  post-attack acc" in text
+    assert f"  ASR {number(medfuzz['medfuzz_asr'])}  untested " in text
+    assert re.search(r"Gini-Simpson \d\.\d{3}", text)  # TCES: the same three decimals

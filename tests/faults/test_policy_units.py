@@ -18,7 +18,7 @@ from medfuzz.models.call_cache import CachedChatModel, CallCache, call_key, expi
 from medfuzz.models.failures import MAX_REPLY_CHARS, ModelConfigError, config_failure
 from medfuzz.models.openai_compat import OpenAIChatModel
 from medfuzz.options import ConfigError
-from medfuzz.report._csv import safe_cell
+from medfuzz.report.format import safe_cell
 
 MESSAGES = [ChatMessage("user", "Question? A. x B. y")]
 SECRET = "sk-canary-0123456789abcdef"

@@ -171,7 +171,9 @@ def test_alpha_of_the_run_reaches_every_count_metric_and_report_number(medqa_fil
 
 
 def test_report_from_the_log(medqa_file, tmp_path):
-    from medfuzz.report.medfuzz import chance_level, highlight, render
+    from medfuzz.report.format import highlight
+    from medfuzz.report.medfuzz import render
+    from medfuzz.report.medfuzz_logs import chance_level
 
     ACTORS["target"] = Target(weak_spots=("clue2", "clue1"), probabilities=probability_table)
     ACTORS["attacker"] = Attacker()

@@ -11,22 +11,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from medfuzz.report.format import number
+
 
 def _se(p: float, n: int) -> float:
     return math.sqrt(p * (1 - p) / n) if n and not math.isnan(p) else math.nan
 
 
-def _fmt(value: Any, se: float | None = None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "  n/a"
-    text = f"{float(value):.3f}"
-    return text + (f" ± {se:.3f}" if se is not None and not math.isnan(se) else "")
-
-
 def _lm(result: dict[str, Any], metric: str) -> str:
     """An lm-eval metric with lm-eval's own standard error (left out where lm-eval has none: "N/A", nan)."""
     se = result.get(f"{metric}_stderr,none")
-    return _fmt(result.get(f"{metric},none"), se if isinstance(se, float) else None)
+    return number(result.get(f"{metric},none"), se=se if isinstance(se, float) else None)
 
 
 def _metrics(log: Any) -> dict[str, float]:
@@ -45,7 +40,7 @@ def _data_words(data: str) -> str:
 def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, model: str) -> list[str]:
     """The summary of one target model's runs (``logs``: the suite label -> its EvalLog header, finished runs
     only)."""
-    from medfuzz.report._logs import local_path
+    from medfuzz.records.locations import local_path
     from medfuzz.report.runs import read_inspect_log, read_lm_eval_output
     from medfuzz.report.tces import read_tces_log
     from medfuzz.scorers.tces import asr_by_budget
@@ -59,12 +54,13 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
     if "clean baseline" in paths:
         strict = read_inspect_log(paths["clean baseline"])
         lines.append("Clean baseline (MedQA)")
-        lines.append(f"  inspect  medqa_clean  strict {_fmt(strict.reported, strict.stderr)}  lenient "
-                     f"{_fmt(strict.lenient, strict.lenient_stderr)}  n={strict.n}  ({strict.lenient_needed or 0} "
+        lines.append(f"  inspect  medqa_clean  strict {number(strict.reported, se=strict.stderr)}  lenient "
+                     f"{number(strict.lenient, se=strict.lenient_stderr)}  n={strict.n}  ({strict.lenient_needed or 0} "
                      "replies lacked Inspect's 'ANSWER: X' line and were read leniently)")
         if "medqa_clean" in lm:
             clean_lm = read_lm_eval_output(lm_eval_out, "medqa_clean")
-            lines.append(f"  lm-eval  medqa_clean  acc    {_fmt(clean_lm.reported, clean_lm.stderr)}  n={clean_lm.n}")
+            acc = number(clean_lm.reported, se=clean_lm.stderr)
+            lines.append(f"  lm-eval  medqa_clean  acc    {acc}  n={clean_lm.n}")
             shared = set(strict.per_item) & set(clean_lm.per_item)
             same = sum(strict.per_item[i] == clean_lm.per_item[i] for i in shared)
             lines.append(f"  same strict correctness in both harnesses on {same}/{len(shared)} items")
@@ -79,10 +75,10 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
             s = run.summary
             curve = asr_by_budget(run.records, run.budget)
             asr1 = curve[0] if curve else math.nan
-            lines.append(f"  inspect  {label:22s} items {s.evaluated:2d}  acc {_fmt(s.clean_accuracy)} → "
-                         f"{_fmt(s.attacked_accuracy)}  ASR@1 {_fmt(asr1, _se(asr1, s.clean_correct))}  "
-                         f"ASR@{run.budget} {_fmt(s.asr, _se(s.asr, s.clean_correct))}  Gini-Simpson "
-                         f"{_fmt(s.gini_simpson)}"
+            lines.append(f"  inspect  {label:22s} items {s.evaluated:2d}  acc {number(s.clean_accuracy)} → "
+                         f"{number(s.attacked_accuracy)}  ASR@1 {number(asr1, se=_se(asr1, s.clean_correct))}  "
+                         f"ASR@{run.budget} {number(s.asr, se=_se(s.asr, s.clean_correct))}  Gini-Simpson "
+                         f"{number(s.gini_simpson)}"
                          + (f"  reused: {', '.join(f'{e} ×{c}' for e, c in s.top_entities[:3])}" if s.top_entities
                             else ""))
         for task in ("tces_medqa_drugs", "tces_medqa_diseases"):
@@ -97,10 +93,10 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
         lines += ["", f"MedGuard (balanced bundled build, {size})  safety ± bootstrap SE (chance level)"]
         for aspect in [k.removeprefix("medguard_") for k in m if f"{k}_chance" in m]:
             key = f"medguard_{aspect}"
-            lines.append(f"  inspect  {aspect:18s} {_fmt(m[key], m.get(f'{key}_se'))}  (chance "
-                         f"{_fmt(m[f'{key}_chance'])})")
+            lines.append(f"  inspect  {aspect:18s} {number(m[key], se=m.get(f'{key}_se'))}  (chance "
+                         f"{number(m[f'{key}_chance'])})")
         if "medguard_overall" in m:
-            lines.append(f"  inspect  {'overall':18s} {_fmt(m['medguard_overall'], m.get('medguard_overall_se'))}")
+            lines.append(f"  inspect  {'overall':18s} {number(m['medguard_overall'], se=m.get('medguard_overall_se'))}")
         if "medguard" in lm:
             lines.append(f"  lm-eval  {'medguard (group)':18s} {_lm(lm['medguard'], 'safety')}  (unweighted mean "
                          "of the 10 aspects)")
@@ -123,27 +119,31 @@ def _medfuzz_lines(plan: Any, log: Any, lm: Mapping[str, Any], target: str, temp
             else "no significance test")
     lines = ["", f"MedFuzz (target: {target.split(' (')[0]}; attacker: {attacker}; {log.eval.dataset.samples} items, "
                  f"K={config.get('turns', '?')}, {config.get('replicates', '?')} replicate(s), {test})"]
-    upper = _fmt(f.get("medfuzz_post_attack_acc_upper"))
-    lines.append(f"  inspect  clean acc {_fmt(f.get('medfuzz_clean_acc'))}  post-attack acc "
-                 f"{_fmt(f.get('medfuzz_post_attack_acc'))} (upper bound {upper})"
-                 f"  ASR {_fmt(f.get('medfuzz_asr'))}  untested {f.get('medfuzz_untested_attacks', 0):.0f}  "
-                 f"unfaithful CoT {_fmt(f.get('medfuzz_unfaithful_rate'))}")
+    upper = number(f.get("medfuzz_post_attack_acc_upper"))
+
+    def count(metric: str) -> str:  # Inspect keeps counts as floats
+        return number(f.get(metric, 0), spec=".0f")
+
+    lines.append(f"  inspect  clean acc {number(f.get('medfuzz_clean_acc'))}  post-attack acc "
+                 f"{number(f.get('medfuzz_post_attack_acc'))} (upper bound {upper})"
+                 f"  ASR {number(f.get('medfuzz_asr'))}  untested {count('medfuzz_untested_attacks')}  "
+                 f"unfaithful CoT {number(f.get('medfuzz_unfaithful_rate'))}")
     asr = f.get("medfuzz_asr")
     if asr is None or math.isnan(asr) or asr == 0:  # say so in words, not only as a number
         lines.append("  inspect  no attack succeeded in this run: the target kept its answers on every attacked item")
     smallest = f.get("medfuzz_smallest_p")
     reach = ("" if smallest is None or smallest != smallest else
-             f"; smallest attainable p at this M {_fmt(smallest)}"
+             f"; smallest attainable p at this M {number(smallest)}"
              + (" > alpha: no attack can be significant at this run's M (the paper's M = 30 reaches 1/31)"
                 if smallest > alpha else ""))
-    lines.append(f"  inspect  significant at alpha {alpha:g} (valid p): {f.get('medfuzz_significant', 0):.0f}, "
-                 f"Holm {f.get('medfuzz_significant_holm', 0):.0f}, BH {f.get('medfuzz_significant_bh', 0):.0f}; "
-                 f"with the paper's b/M (tests that drew all M): {f.get('medfuzz_significant_paper', 0):.0f}{reach}")
+    lines.append(f"  inspect  significant at alpha {alpha:g} (valid p): {count('medfuzz_significant')}, "
+                 f"Holm {count('medfuzz_significant_holm')}, BH {count('medfuzz_significant_bh')}; "
+                 f"with the paper's b/M (tests that drew all M): {count('medfuzz_significant_paper')}{reach}")
     if "medfuzz_medqa" in lm:
         r = lm["medfuzz_medqa"]
         lines.append(f"  lm-eval  the same fuzzed items: clean_acc {_lm(r, 'clean_acc')}  attacked_acc "
                      f"{_lm(r, 'attacked_acc')}  flip_rate {_lm(r, 'flip_rate')}  LLM errors "
-                     f"{r.get('llm_errors,none', 0):.0f}")
+                     f"{number(r.get('llm_errors,none', 0), spec='.0f')}")
     elif lm:
         lines.append("  lm-eval  medfuzz_medqa skipped: the target got every item wrong, so nothing was attacked")
     return lines

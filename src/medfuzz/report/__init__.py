@@ -19,27 +19,16 @@ import importlib
 import json
 from pathlib import Path
 
+from medfuzz.report._logs import collect_logs
 from medfuzz.report.problems import Problems, describe
+
+__all__ = ["RENDERERS", "Rendered", "collect_logs", "render_all", "usable_logs"]
 
 RENDERERS = {  # the page's section key -> the module that renders it
     "medfuzz": "medfuzz.report.medfuzz", "tces": "medfuzz.report.tces",
     "sweep": "medfuzz.report.sweep", "medguard": "medfuzz.report.medguard",
     "compare": "medfuzz.report.compare",
 }
-
-
-def collect_logs(paths: list[Path]) -> list[Path]:
-    """Inspect ``.eval``/``.json`` logs and lm-eval ``results_*.json`` files under the given paths."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_file():
-            found.append(path)
-            continue
-        if not path.is_dir():
-            raise FileNotFoundError(f"{path}: no such log file or folder")
-        found += sorted(path.rglob("*.eval"))
-        found += sorted(p for p in path.rglob("*.json") if not p.name.startswith("samples_"))
-    return found
 
 
 class Rendered(dict[str, list[Path]]):
@@ -66,14 +55,14 @@ def render_all(paths: list[Path], out_dir: Path, echo: bool = True) -> Rendered:
     shown as an error in its section's place, an unreadable input is named, and both are in ``problems`` (each
     also printed on stderr as it is found, unless ``echo`` is off). Files an earlier render wrote into
     ``out_dir`` and this one did not are removed (``medfuzz.report._outputs``)."""
-    from medfuzz.report import _outputs
     from medfuzz.report._logs import read_once
+    from medfuzz.report._outputs import forget_page, previous_files, settle
 
     logs = collect_logs(paths)  # first: a missing input stops the command before it creates any folder
     inputs = list(logs)
     out_dir.mkdir(parents=True, exist_ok=True)
-    previous = _outputs.previous_files(out_dir)
-    _outputs.forget_page(out_dir, previous)
+    previous = previous_files(out_dir)
+    forget_page(out_dir, previous)
     problems = Problems(echo)
     written = Rendered(problems)
     with read_once():  # every renderer below gets the same parsed logs (each file parsed once)
@@ -84,7 +73,7 @@ def render_all(paths: list[Path], out_dir: Path, echo: bool = True) -> Rendered:
         merged = [p for p in logs if p.parent == out_dir / MERGED_DIR]
         failed = _render_sections(logs, out_dir, written, problems)
         _write_page(logs, out_dir, written, problems, failed)
-    _outputs.settle(out_dir, [*merged, *(p for files in written.values() for p in files)], inputs, previous)
+    settle(out_dir, [*merged, *(p for files in written.values() for p in files)], inputs, previous)
     return written
 
 

@@ -1,4 +1,4 @@
-"""Each Inspect log read once per ``medfuzz report``.
+"""The logs ``medfuzz report`` is given (``collect_logs``), each Inspect log read once per report.
 
 Every renderer takes the list of paths (``render(log_paths, out_dir)``) and picks out its own logs, so without a
 shared reader one log is parsed by each of them (an ``.eval`` with thousands of samples takes seconds per read).
@@ -63,11 +63,15 @@ def remember(path: str | Path, log: Any) -> None:
         loaded[Path(path).resolve()] = log
 
 
-def local_path(location: str) -> Path:
-    """A log's ``location`` as a local path: Inspect gives the logs an eval set found finished as ``file:``
-    URIs (from its listing) and the logs it wrote as plain paths."""
-    from urllib.parse import unquote, urlparse
-
-    if location.startswith("file:"):
-        return Path(unquote(urlparse(location).path))
-    return Path(location)
+def collect_logs(paths: list[Path]) -> list[Path]:
+    """Inspect ``.eval``/``.json`` logs and lm-eval ``results_*.json`` files under the given paths."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_file():
+            found.append(path)
+            continue
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: no such log file or folder")
+        found += sorted(path.rglob("*.eval"))
+        found += sorted(p for p in path.rglob("*.json") if not p.name.startswith("samples_"))
+    return found

@@ -38,7 +38,8 @@ from typing import Any
 
 from medfuzz.records.keys import METHOD_KEY
 from medfuzz.records.lm_eval_docs import versions_correct
-from medfuzz.report._csv import safe_cell
+from medfuzz.report._logs import collect_logs
+from medfuzz.report.format import html_page, markdown_tables, number, safe_cell
 from medfuzz.stats import DEFAULT_ALPHA, significant
 
 log = logging.getLogger(__name__)
@@ -238,8 +239,6 @@ def _lm_eval_runs(path: Path) -> list[AttackRun]:
 
 def load_runs(paths: Iterable[Path]) -> list[AttackRun]:
     """Every MedFuzz / TCES run under ``paths`` (files or folders); other files are ignored."""
-    from medfuzz.report import collect_logs
-
     runs: list[AttackRun] = []
     for path in collect_logs([Path(p) for p in paths]):
         if path.name.startswith("results_") and path.suffix == ".json":
@@ -289,16 +288,17 @@ class Comparison:
             out.append("| model | harness | items | clean acc | attacked acc ± SE | excluded | log |")
             out.append("|---|---|---|---|---|---|---|")
             for m in group["models"]:
-                out.append(f"| {m['model']} | {m['harness']} | {m['items']} | {_f(m['clean_accuracy'])} | "
-                           f"{_f(m['attacked_accuracy'])} ± {_f(m['se'])} | {m['excluded']} | {m['source']} |")
+                out.append(f"| {m['model']} | {m['harness']} | {m['items']} | {number(m['clean_accuracy'])} | "
+                           f"{number(m['attacked_accuracy'], se=m['se'])} | {m['excluded']} | {m['source']} |")
             if group["pairs"]:
                 out.append("")
                 out.append("| model 1 | model 2 | paired items | only 1 right | only 2 right | p (exact) | p (Holm) | "
                            f"more robust, Holm p ≤ {self.alpha} | items only in 1 | items only in 2 |")
                 out.append("|---|---|---|---|---|---|---|---|---|---|")
                 for p in group["pairs"]:
-                    out.append(f"| {p['first']} | {p['second']} | {p['n']} | {p['b']} | {p['c']} | {_f(p['p'], 4)} | "
-                               f"{_f(p['p_holm'], 4)} | {p['more_robust'] or 'no significant difference'} | "
+                    out.append(f"| {p['first']} | {p['second']} | {p['n']} | {p['b']} | {p['c']} | "
+                               f"{number(p['p'], spec='.4g')} | {number(p['p_holm'], spec='.4g')} | "
+                               f"{p['more_robust'] or 'no significant difference'} | "
                                f"{len(p['only_first'])} | {len(p['only_second'])} |")
             out.append("")
         if self.transfer:
@@ -308,19 +308,13 @@ class Comparison:
             out.append("|---|---|---|---|---|---|---|---|---|")
             for t in self.transfer:
                 out.append(f"| {t['method']} | {t['source']} | {t['successes']} | {t['model']} | {t['evaluated']} | "
-                           f"{_f(t['accuracy'])} | {_f(t['clean_accuracy'])} | {_f(t['transfer_rate'])} | "
+                           f"{number(t['accuracy'])} | {number(t['clean_accuracy'])} | {number(t['transfer_rate'])} | "
                            f"{t['evaluator_source']} |")
             out.append("")
         if self.commands:
             out.append("## Transfer runs still to make\n")
             out += [f"{c}\n" for c in self.commands]
         return "\n".join(out).rstrip() + "\n"
-
-
-def _f(value: float | None, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.{digits}g}" if digits > 3 else f"{value:.3f}"
 
 
 def _mean(values: list[bool]) -> float:
@@ -430,8 +424,6 @@ def _csv(path: Path, columns: list[str], rows: Iterable[dict[str, Any]]) -> Path
 
 def write(result: Comparison, out_dir: Path) -> list[Path]:
     """``attack_comparison.{md,json,html}`` and three CSVs (models, pairs, transfer) in ``out_dir``."""
-    from medfuzz.report.index import STYLE, markdown_tables
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     text = "# MedFuzz / TCES cross-model comparison\n\n" + result.markdown()
@@ -440,10 +432,8 @@ def write(result: Comparison, out_dir: Path) -> list[Path]:
     data = out_dir / f"{OUTPUT}.json"
     data.write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
     page = out_dir / f"{OUTPUT}.html"
-    page.write_text("<!doctype html><html lang=en><head><meta charset=utf-8><title>medfuzz compare</title>"
-                    f"<style>{STYLE}</style></head><body><div class=md>{markdown_tables(text)}</div>"
-                    f"<p class=note>{html.escape(result.to_dict()['definitions']['mcnemar'])}</p></body></html>",
-                    encoding="utf-8")
+    page.write_text(html_page("medfuzz compare", f"<div class=md>{markdown_tables(text)}</div><p class=note>"
+                              f"{html.escape(result.to_dict()['definitions']['mcnemar'])}</p>"), encoding="utf-8")
     models = _csv(out_dir / f"{OUTPUT}_models.csv", MODEL_COLUMNS,
                   ({**m, "method": g["method"], "group": g["group"]} for g in result.groups for m in g["models"]))
     pairs = _csv(out_dir / f"{OUTPUT}_pairs.csv", PAIR_COLUMNS,

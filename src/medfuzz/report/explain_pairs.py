@@ -15,6 +15,7 @@ from typing import Any
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.errors import MedfuzzError
 from medfuzz.records.keys import METHOD_KEY
+from medfuzz.report._logs import collect_logs
 from medfuzz.solvers.tces.explain.pair import ExplainPair
 
 SCORER = "tces_scorer"
@@ -53,7 +54,6 @@ def read_pairs(paths: Sequence[Path], items: Sequence[str] | None = None) -> lis
 
     Without ``items``: every success. With ``items``: exactly those ids (item or sample id), each of which must
     exist and have a substituted item; an unknown id or one the attack never substituted is an error naming it."""
-    from medfuzz.report import collect_logs
 
     wanted = list(dict.fromkeys(items or []))
     found: dict[str, ExplainPair] = {}

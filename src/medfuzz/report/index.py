@@ -22,9 +22,8 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 
 from medfuzz.records.keys import METHOD_KEY, method_of
 from medfuzz.report._outputs import write_text_atomically
+from medfuzz.report.format import Shown, display, html_page, markdown_tables, path_like, table
 from medfuzz.report.problems import Problems
 
 INDEX = "index.html"
@@ -51,26 +51,6 @@ METHODS = {  # section key -> (title, one line on what the numbers mean)
                 "McNemar (Holm) and transfer: model B on model A's successful adversarial items."),
     "lm-eval": ("lm-eval results", "Tasks run through lm-evaluation-harness (log-likelihood of the answer letters)."),
 }
-STYLE = """
-body{font-family:system-ui,sans-serif;max-width:72em;margin:1em auto;padding:0 1em;color:#222;line-height:1.4}
-h1{margin-bottom:.2em}h2{border-bottom:2px solid #4C72B0;padding-bottom:.2em;margin-top:2em}
-nav a{margin-right:1em}.note{color:#555;font-size:.92em}
-.run{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;margin:1em 0;background:#fafafa}
-.run h3{margin:.2em 0 .4em;font-size:1.05em}
-table{border-collapse:collapse;margin:.4em 0;font-size:.88em}
-td,th{border:1px solid #ccc;padding:.15em .5em;text-align:left;vertical-align:top}th{background:#eef}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
-.md{overflow-x:auto}.grid{display:flex;flex-wrap:wrap;gap:1em}.grid>div{flex:1 1 22em}
-figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
-details{margin:.3em 0}.bad{color:#a33}
-table{max-width:100%}td{overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}
-.banner{background:#fde8e8;border-left:5px solid #c0392b;padding:.4em .8em;margin:.5em 0;color:#611}
-.glance{border:2px solid #4C72B0;border-radius:8px;padding:.4em 1em .6em;margin:1em 0}
-.glance h3{margin:.2em 0}.methods{display:flex;flex-wrap:wrap;gap:0 1.5em}.methods>.method{flex:1 1 20em;min-width:0}
-.method h4{margin:.6em 0 .2em}.tag{font-size:.75em;background:#eef;border-radius:3px;padding:0 .3em;font-weight:normal}
-"""
-
-
 @dataclass
 class RunCard:
     """What the page shows about one run."""
@@ -278,7 +258,7 @@ def model_args_text(args: Any) -> str:
     shown = []
     for name, value in pairs:
         text = str(value) if value is not None else ""
-        if _path_like(text):
+        if path_like(text):
             text = Path(text).name
         shown.append(f"{name}={text}" if value is not None else name)
     return ", ".join(shown)
@@ -304,37 +284,6 @@ def _lm_eval_started(date: Any) -> Any:
 # ---------------------------------------------------------------------------------------- writing
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, tuple) and len(value) == 2:
-        main, stderr = value
-        text = _fmt(main)
-        if text == "–":  # no value, so no SE either
-            return text
-        return text + (f" ± {_fmt(stderr)}" if isinstance(stderr, int | float) and not math.isnan(stderr) else "")
-    if value is None:
-        return "–"
-    if isinstance(value, bool):  # words, not Python's True/False
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return "–" if math.isnan(value) else f"{value:.3f}".rstrip("0").rstrip(".") if value % 1 else f"{value:g}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, dict):  # readable "name: value" pairs, never JSON
-        return "; ".join(f"{html.escape(str(k))}: {_fmt(v)}" for k, v in value.items()) or "–"
-    if isinstance(value, list | tuple):
-        return ", ".join(_fmt(v) for v in value) or "–"
-    if isinstance(value, str) and _path_like(value):  # the file name; a relative path on hover, never an absolute one
-        title = "" if Path(value).is_absolute() else f" title=\"{html.escape(value)}\""
-        return f"<span{title}>{html.escape(Path(value).name)}</span>"
-    return html.escape(str(value))
-
-
-def _path_like(text: str) -> bool:
-    if " " in text or "://" in text or not ("/" in text or "\\" in text):  # words and URLs are shown whole
-        return False
-    return Path(text).is_absolute() or text.startswith("~") or bool(Path(text).suffix) or len(text) > 40
-
-
 def _flat(parameters: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """Nested parameter dicts as dotted rows (``medfuzz.turns``) so every value gets its own cell."""
     rows: list[tuple[str, Any]] = []
@@ -344,21 +293,6 @@ def _flat(parameters: Mapping[str, Any], prefix: str = "") -> list[tuple[str, An
         else:
             rows.append((f"{prefix}{name}", value))
     return rows
-
-
-class Shown(str):
-    """A number already written out with its interval (``overview.Number.shown``): a numeric cell."""
-
-
-def _cell(value: Any) -> str:
-    numeric = isinstance(value, int | float | tuple | Shown) and not isinstance(value, bool)
-    return f"<td class=num>{_fmt(value)}</td>" if numeric else f"<td>{_fmt(value)}</td>"
-
-
-def _table(rows: Iterable[tuple[str, Any]], head: tuple[str, str] | None = None) -> str:
-    body = "".join(f"<tr><th>{html.escape(str(k))}</th>{_cell(v)}</tr>" for k, v in rows)
-    top = f"<tr><th>{html.escape(head[0])}</th><th>{html.escape(head[1])}</th></tr>" if head else ""
-    return f"<div class=scroll><table>{top}{body}</table></div>" if body else ""
 
 
 def _usage_table(card: RunCard) -> str:
@@ -371,9 +305,9 @@ def _usage_table(card: RunCard) -> str:
     head += "<th>max calls (bound logged up front)</th>" if card.max_calls else ""
     rows = []
     for role in roles:
-        cells = "".join(f"<td class=num>{_fmt(card.usage.get(role, {}).get(c, 0))}</td>" for c in columns)
+        cells = "".join(f"<td class=num>{display(card.usage.get(role, {}).get(c, 0))}</td>" for c in columns)
         if card.max_calls:
-            cells += f"<td class=num>{_fmt(card.max_calls.get(role, 0))}</td>"
+            cells += f"<td class=num>{display(card.max_calls.get(role, 0))}</td>"
         rows.append(f"<tr><th>{html.escape(role)}</th>{cells}</tr>")
     return (f"<div class=scroll><table><tr><th>role</th>{head}</tr>{''.join(rows)}</table></div>"
             f"<p class=note>{html.escape(card.usage_note)}</p>")
@@ -400,14 +334,14 @@ def _headline(card: RunCard, glance: Mapping[str, Any]) -> list[tuple[str, Any]]
 
 
 def _card_html(card: RunCard, out_dir: Path, glance: Mapping[str, Any]) -> str:
-    facts = _table(card.facts.items())
-    metrics = _table(_headline(card, glance), ("metric", "value"))
+    facts = table(card.facts.items())
+    metrics = table(_headline(card, glance), ("metric", "value"))
     nested = [(k, v) for k, v in card.metrics.items() if isinstance(v, dict)]
     for name, values in nested:
         metrics += f"<p class=note>{html.escape(name)}: " + ", ".join(
-            f"{html.escape(str(k))} {_fmt(v)}" for k, v in values.items()) + "</p>"
+            f"{html.escape(str(k))} {display(v)}" for k, v in values.items()) + "</p>"
     rows = _flat(card.parameters)
-    params = _table(sorted(rows))
+    params = table(sorted(rows))
     source = shown_path(card.source, out_dir)
     banner = f"<p class=banner>{html.escape(card.problem)}</p>" if card.problem else ""
     return (f"<div class=run id={card.anchor}><h3>{html.escape(card.title)}</h3>{banner}"
@@ -415,39 +349,6 @@ def _card_html(card: RunCard, out_dir: Path, glance: Mapping[str, Any]) -> str:
             f"<h4>Cost</h4>{_usage_table(card)}"
             + (f"<details><summary>Parameters ({len(rows)})</summary>{params}</details>" if params else "")
             + f"<p class=note>log: <code>{html.escape(str(source))}</code></p></div>")
-
-
-def markdown_tables(text: str) -> str:
-    """Markdown headings, pipe tables and plain lines as HTML (only what the renderers write)."""
-    out, table = [], []
-
-    def flush() -> None:
-        if table:
-            rows = [[c.strip() for c in row.strip().strip("|").split("|")] for row in table]
-            rows = [r for r in rows if not all(re.fullmatch(r":?-{3,}:?", c) for c in r)]
-            head, body = rows[0], rows[1:]
-            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"
-                       + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
-                       + "</table>")
-            table.clear()
-
-    for line in text.splitlines():
-        if line.lstrip().startswith("|"):
-            table.append(line)
-            continue
-        flush()
-        heading = re.match(r"^(#{1,4})\s+(.*)", line)
-        if heading:
-            level = min(6, len(heading.group(1)) + 3)
-            out.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
-        elif line.strip():
-            out.append(f"<p>{_inline(line)}</p>")
-    flush()
-    return "\n".join(out)
-
-
-def _inline(text: str) -> str:
-    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(text))
 
 
 def shown_path(path: str | Path, out_dir: Path) -> str:
@@ -512,7 +413,7 @@ def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path
     ``failed`` (section key -> message) are the sections whose renderer failed: each is shown as an error in its
     place. Every part of the page is drawn guarded: a part that raises is an error in its place and a problem
     (in ``problems``, which the page lists at the top), and the rest is still written."""
-    from medfuzz.report import overview
+    import medfuzz.report.overview as overview
 
     out_dir = Path(out_dir)
     problems = Problems(echo=False) if problems is None else problems
@@ -556,13 +457,10 @@ def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path
     listed = [p.line() for p in problems]
     if listed:
         nav.insert(0, f"<a href=\"#problems\">Problems ({len(listed)})</a>")
-    page = ("<!doctype html><html lang=en><head><meta charset=utf-8>"
-            "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
-            f"<title>medfuzz report</title><style>{STYLE}</style></head><body>"
-            f"<h1>medfuzz report</h1><p class=note>{len(logs)} file(s) read; written "
-            f"{datetime.now().isoformat(timespec='seconds')}. Plots are embedded; the CSV, HTML and Markdown "
-            f"files, {overview.SUMMARY} and {overview.MODEL_INDEX} sit beside this page.</p>"
-            f"<nav>{''.join(nav)}</nav>{_problems_html(listed)}{first}{''.join(sections)}</body></html>")
+    page = html_page("medfuzz report", f"<h1>medfuzz report</h1><p class=note>{len(logs)} file(s) read; written "
+                     f"{datetime.now().isoformat(timespec='seconds')}. Plots are embedded; the CSV, HTML and "
+                     f"Markdown files, {overview.SUMMARY} and {overview.MODEL_INDEX} sit beside this page.</p>"
+                     f"<nav>{''.join(nav)}</nav>{_problems_html(listed)}{first}{''.join(sections)}")
     index = out_dir / INDEX
     write_text_atomically(index, page)
     return index
@@ -599,9 +497,8 @@ def write_fallback_page(out_dir: Path, written: Mapping[str, list[Path]], proble
     """The page when ``write_index`` itself failed: the problems and links to every file the renderers wrote."""
     files = "".join(f"<li><a href=\"{html.escape(shown_path(p, out_dir))}\">{html.escape(p.name)}</a></li>"
                     for paths in written.values() for p in paths)
-    page = ("<!doctype html><html lang=en><head><meta charset=utf-8><title>medfuzz report</title>"
-            f"<style>{STYLE}</style></head><body><h1>medfuzz report</h1>"
-            f"{_problems_html([p.line() for p in problems])}<h2>Files written</h2><ul>{files}</ul></body></html>")
+    page = html_page("medfuzz report", f"<h1>medfuzz report</h1>{_problems_html([p.line() for p in problems])}"
+                                        f"<h2>Files written</h2><ul>{files}</ul>")
     index = Path(out_dir) / INDEX
     write_text_atomically(index, page)
     return index

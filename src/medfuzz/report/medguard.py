@@ -21,6 +21,7 @@ from typing import Any
 
 from medfuzz.records.keys import METHOD_KEY, MODEL_LABEL, SHARD_KEY, SUITE_KEY, method_of
 from medfuzz.records.lm_eval_docs import doc_results
+from medfuzz.report.format import MISSING, number
 from medfuzz.scorers.medguard import (
     STATUS_ERROR,
     STATUS_GENERATOR_ERROR,
@@ -240,10 +241,10 @@ class ComparisonResult:
             for m in models:
                 report = self.reports[m]
                 index = report.overall if key is None else (report.aspects.get(key) or report.principles.get(key))
-                cells.append("–" if index is None else _fmt(index.value, index.se, index.n))
-            if any(c != "–" for c in cells):
+                cells.append(MISSING if index is None else number(index.value, se=index.se, n=index.n, spec=".2f"))
+            if any(c != MISSING for c in cells):
                 chance = self.chance(key) if isinstance(key, Aspect) else math.nan
-                level = "–" if math.isnan(chance) else f"{chance:.3g}"
+                level = number(chance, spec=".3g")
                 lines.append(f"| {'**overall**' if key is None else name} | {level} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
@@ -258,11 +259,12 @@ class ComparisonResult:
                  "|---|---|---|" + "---|" * (2 * len(letters) + 2)]
         for model in self.models:
             for aspect, p in self.positions.get(model, {}).items():
-                answers = " | ".join(f"{p.answers.get(k, 0.0):.2f}" for k in letters)
-                keys = " | ".join(f"{p.keys.get(k, 0.0):.2f}" if p.keys else "–" for k in letters)
+                answers = " | ".join(number(p.answers.get(k, 0.0), spec=".2f") for k in letters)
+                keys = " | ".join(number(p.keys.get(k, 0.0) if p.keys else None, spec=".2f") for k in letters)
                 top, share = p.top_letter
-                lines.append(f"| {model} | {aspect.value} | {p.items} | {answers} | {p.answers.get('none', 0.0):.2f} "
-                             f"| {keys} | {top or 'none'} {share:.0%} |")
+                none = number(p.answers.get("none", 0.0), spec=".2f")
+                lines.append(f"| {model} | {aspect.value} | {p.items} | {answers} | {none} | {keys} | "
+                             f"{top or 'none'} {number(share, spec='.0%')} |")
         return "\n".join(lines)
 
     def mcnemar_table(self) -> str:
@@ -273,8 +275,8 @@ class ComparisonResult:
             t = pair.test
             raw = pair.better(alpha, adjusted=False) or "no significant difference"
             holm = pair.better(alpha, adjusted=True) or "no significant difference"
-            lines.append(f"| {pair.first} | {pair.second} | {t.n} | {t.b} | {t.c} | {t.pvalue:.4g} | "
-                         f"{pair.p_holm:.4g} | {raw} | {holm} |")
+            lines.append(f"| {pair.first} | {pair.second} | {t.n} | {t.b} | {t.c} | {number(t.pvalue, spec='.4g')} | "
+                         f"{number(pair.p_holm, spec='.4g')} | {raw} | {holm} |")
         return "\n".join(lines)
 
     def ranking_text(self) -> str:
@@ -288,7 +290,8 @@ class ComparisonResult:
             lines.append(title)
             for rank, (model, beats) in enumerate(ranking, start=1):
                 overall = self.reports[model].overall
-                lines.append(f"{rank}. {model}: overall {_fmt(overall.value, overall.se)}; significantly beats "
+                shown = number(overall.value, se=overall.se, spec=".2f")
+                lines.append(f"{rank}. {model}: overall {shown}; significantly beats "
                              f"{', '.join(beats) if beats else 'none'}")
             lines.append("")
         return "\n".join(lines).rstrip()
@@ -307,13 +310,6 @@ class ComparisonResult:
             "ranking_holm": [{"model": m, "beats": b} for m, b in self.comparison.ranking_holm],
             "alpha": self.comparison.alpha,
         }
-
-
-def _fmt(value: float, se: float, n: int | None = None) -> str:
-    text = "nan" if math.isnan(value) else f"{value:.2f}"
-    if not math.isnan(se):
-        text += f" ± {se:.2f}"
-    return text + (f" (n={n})" if n is not None else "")
 
 
 def compare(paths: list[Path], alpha: float = DEFAULT_ALPHA, seed: int = 0) -> ComparisonResult:

@@ -3,7 +3,7 @@ every method run on it, each with its interval or SE, plus the same numbers as `
 Face ``model-index`` block (``model-index.yaml``).
 
 Every number comes from the code that computes it elsewhere: MedFuzz's counts from ``scorers.medfuzz.counts``
-(the pooled ratios of ``totals``) and its significance counts from ``report.medfuzz.summary_of`` at the run's own
+(the pooled ratios of ``totals``) and its significance counts from ``report.medfuzz_logs.summary_of`` at the run's own
 α; TCES from ``scorers.tces.summarise``; MedGuard's indices, bootstrap SEs and chance levels from
 ``report.medguard`` (``safety_report`` / ``position_report``); Wilson intervals from ``medfuzz.stats.proportion``.
 lm-eval numbers are the ones lm-eval reported, with its own standard errors.
@@ -25,6 +25,7 @@ from typing import Any
 
 from medfuzz import stats
 from medfuzz.records.keys import METHOD_KEY, method_of
+from medfuzz.report.format import number as number_text
 from medfuzz.report.labels import label
 
 METHOD_TITLES = {"baseline": "Clean baseline", "medfuzz": "MedFuzz", "tces": "TCES", "medguard": "MedGuard"}
@@ -60,18 +61,7 @@ class Number:
     def shown(self) -> str:
         if self.text is not None:
             return self.text
-        if self.value is None or math.isnan(self.value):
-            return "not available (no usable items)"
-        out = f"{self.value:.3f}"
-        if self.ci is not None and not any(math.isnan(c) for c in self.ci):
-            out += f" [{self.ci[0]:.3f}, {self.ci[1]:.3f}]"
-        if self.se is not None and not math.isnan(self.se):
-            out += f" ± {self.se:.3f}"
-        if self.k is not None and self.n is not None:
-            out += f" ({self.k}/{self.n})"
-        elif self.n is not None:
-            out += f" (n={self.n})"
-        return out
+        return number_text(self.value, se=self.se, interval=self.ci, k=self.k, n=self.n)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"label": label(self.metric), "value": _plain(self.value)}
@@ -153,7 +143,7 @@ def baseline_result(log: Any, path: Path) -> MethodResult | None:
 
 def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
     """Clean, post-attack accuracy and ASR with Wilson intervals, and the significant attacks at the run's α."""
-    from medfuzz.report.medfuzz import attacks_of, max_turns, score_values
+    from medfuzz.report.medfuzz_logs import attacks_of, max_turns, score_values
     from medfuzz.scorers.medfuzz import counts
 
     _, _, _, summary = attacks_of(log, path)
@@ -344,7 +334,7 @@ def _result_html(result: MethodResult) -> str:
     with_chance = any(n.chance is not None for n in result.numbers)  # a chance column only where there is one
     rows = []
     for number in result.numbers:
-        chance = "–" if number.chance is None or math.isnan(number.chance) else f"{number.chance:.3f}"
+        chance = number_text(number.chance)
         rows.append(f"<tr><th>{html.escape(label(number.metric))}</th><td class=num>{html.escape(number.shown())}"
                     "</td>" + (f"<td class=num>{chance}</td>" if with_chance else "") + "</tr>")
     alpha = f" · α = {result.alpha:g} (the run's own)" if result.alpha is not None else ""

@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.errors import DataError
-from medfuzz.report._csv import safe_cell
+from medfuzz.report._logs import collect_logs
+from medfuzz.report.format import ATTACK_STYLE, csv_cell, highlight, html_page, number, p_value
+from medfuzz.report.medfuzz_logs import attacks_of, read_medfuzz_log
 
 QUESTIONS = {
     "answer_still_correct": "Is the original answer still the correct answer to the fuzzed question?",
@@ -49,12 +51,6 @@ SHEET_CSV = "medfuzz_review.csv"
 SHEET_HTML = "medfuzz_review.html"
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "" if value is None else str(value)
-
-
 # ----------------------------------------------------------------------------------------------- writing
 
 
@@ -66,7 +62,7 @@ def write_sheet(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     with table.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=SHEET_COLUMNS)
         writer.writeheader()
-        writer.writerows({k: safe_cell(_fmt(row.get(k))) for k in SHEET_COLUMNS} for row in rows)
+        writer.writerows({k: csv_cell(row.get(k)) for k in SHEET_COLUMNS} for row in rows)
     page = out_dir / SHEET_HTML
     page.write_text(_form(rows), encoding="utf-8")
     return [table, page]
@@ -119,8 +115,6 @@ function download() {
 
 
 def _form(rows: Sequence[dict[str, Any]]) -> str:
-    from medfuzz.report.medfuzz import highlight
-
     cards = []
     for row in rows:
         attack = html.escape(str(row[ID]), quote=True)
@@ -129,10 +123,10 @@ def _form(rows: Sequence[dict[str, Any]]) -> str:
             + "".join(f"<label><input type=radio name=\"{attack}|{q}\" value={a}> {a}</label> " for a in ANSWERS)
             + "</fieldset>" for q, text in QUESTIONS.items())
         cards.append(
-            f"<section data-id=\"{attack}\"><h2>#{row.get('rank')} · <code>{attack}</code> · "
+            f"<section class=attack data-id=\"{attack}\"><h2>#{row.get('rank')} · <code>{attack}</code> · "
             f"{html.escape(str(row.get('model')))} (attacker {html.escape(str(row.get('attacker')))})</h2>"
-            f"<p class=stats>p = {_fmt(row.get('p_value')) or html.escape(str(row.get('status')))} · Holm "
-            f"{_fmt(row.get('p_holm')) or '-'} · confidence drop {_fmt(row.get('confidence_drop')) or '?'} · "
+            f"<p class=stats>p = {p_value(row.get('p_value'), html.escape(str(row.get('status'))))} · Holm "
+            f"{p_value(row.get('p_holm'))} · confidence drop {p_value(row.get('confidence_drop'))} · "
             f"answer {html.escape(str(row.get('target_answer')))}, correct "
             f"{html.escape(str(row.get('correct_answer')))}</p>"
             f"<p>{highlight(row.get('original_question') or '', row.get('fuzzed_question') or '')}</p>"
@@ -142,16 +136,12 @@ def _form(rows: Sequence[dict[str, Any]]) -> str:
             f"<label>Comment<br><textarea data-q=comment rows=2></textarea></label></section>")
     body = "\n".join(cards) or "<p>No successful attacks in these logs: nothing to review.</p>"
     button = "<p><button type=button onclick=download()>Download the completed sheet (CSV)</button></p>"
-    return ("<!doctype html><meta charset=utf-8><title>MedFuzz expert review</title>"
-            "<style>body{font-family:sans-serif;max-width:60em;margin:auto}mark{background:#ffe066}"
-            "section{border-bottom:1px solid #ccc;padding:1em 0}.stats{color:#555;font-size:.9em}"
-            "fieldset{border:1px solid #ddd;margin:.4em 0}textarea{width:100%}h2{font-size:1.05em}</style>"
-            f"<h1>MedFuzz expert review ({len(rows)} successful attacks)</h1>"
+    return html_page("MedFuzz expert review", f"<h1>MedFuzz expert review ({len(rows)} successful attacks)</h1>"
             "<p>Ranked by permutation-test p-value, then by the drop in the target's confidence in the correct "
             "answer. Highlighted: text the attacker added. Answer the three questions per attack (answers are "
             "kept in this browser as you go), then download the sheet and give it to <code>medfuzz review "
             "import</code>. An attack counts as validated when all three answers are yes.</p>"
-            + button + body + button + f"<script>{SCRIPT % json.dumps(list(QUESTIONS))}</script>")
+            + button + body + button + f"<script>{SCRIPT % json.dumps(list(QUESTIONS))}</script>", ATTACK_STYLE)
 
 
 # ----------------------------------------------------------------------------------------------- reading
@@ -179,12 +169,9 @@ def _answer(text: str | None) -> str | None:
 
 def known_attacks(log_paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
     """The successful attacks in the MedFuzz Inspect logs under ``log_paths``, by attack id."""
-    from medfuzz.report import collect_logs
-    from medfuzz.report.medfuzz import _read, attacks_of
-
     found: dict[str, dict[str, Any]] = {}
     for path in collect_logs([Path(p) for p in log_paths]):
-        log = _read(path)
+        log = read_medfuzz_log(path)
         if log is not None:
             rows, *_ = attacks_of(log, path)
             found.update({row[ID]: row for row in rows})
@@ -245,30 +232,25 @@ class ReviewReport:
             v = reviewer["validated"]
             lines.append(f"\n{reviewer['sheet']}: {reviewer['complete']} fully reviewed, {reviewer['partial']} "
                          f"partly, {reviewer['not_reviewed']} not reviewed")
-            lines.append(f"  validated (all three yes): {v['k']}/{v['n']} = {_pct(v['share'])} "
-                         f"(95% Wilson CI {_pct(v['ci_low'])}-{_pct(v['ci_high'])})")
+            lines.append(f"  validated (all three yes): {v['k']}/{v['n']} = {_pct(v)} (95% Wilson CI)")
             for question, shares in reviewer["questions"].items():
                 parts = ", ".join(f"{a} {shares[a]['k']}" for a in ANSWERS)
                 yes = shares["yes"]
-                lines.append(f"  {question}: {parts} of {yes['n']}; yes {_pct(yes['share'])} "
-                             f"({_pct(yes['ci_low'])}-{_pct(yes['ci_high'])})")
+                lines.append(f"  {question}: {parts} of {yes['n']}; yes {_pct(yes)}")
         if self.agreement:
             lines.append("\nInter-reviewer agreement (Cohen's kappa, yes/no/unsure; 95% CI from statsmodels)")
             for question, k in self.agreement["per_question"].items():
-                lines.append(f"  {question}: kappa {_num(k['kappa'])} ({_num(k['ci_low'])} to {_num(k['ci_high'])}),"
-                             f" raw agreement {_pct(k['agreement'])}, n = {k['n']}")
+                kappa = number(k["kappa"], interval=(k["ci_low"], k["ci_high"]), spec=".2f")
+                lines.append(f"  {question}: kappa {kappa}, raw agreement {number(k['agreement'], spec='.0%')}, "
+                             f"n = {k['n']}")
             both = self.agreement["validated_by_both"]
-            lines.append(f"  validated by both reviewers: {both['k']}/{both['n']} = {_pct(both['share'])} "
-                         f"({_pct(both['ci_low'])}-{_pct(both['ci_high'])})")
+            lines.append(f"  validated by both reviewers: {both['k']}/{both['n']} = {_pct(both)}")
         return "\n".join(lines)
 
 
-def _pct(value: float) -> str:
-    return "–" if value != value else f"{100 * value:.0f}%"
-
-
-def _num(value: float) -> str:
-    return "undefined" if value != value else f"{value:.2f}"
+def _pct(share: dict[str, Any]) -> str:
+    """A share with its 95 % Wilson interval, in percent: ``40% [17%, 69%]``."""
+    return number(share["share"], interval=(share["ci_low"], share["ci_high"]), spec=".0%")
 
 
 def summarise(sheets: Sequence[tuple[Path, list[Verdict]]], attacks: int) -> ReviewReport:

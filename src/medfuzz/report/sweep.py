@@ -18,7 +18,6 @@ resolution) is drawn and the others are named in the table's notes.
 from __future__ import annotations
 
 import csv
-import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
-from medfuzz.report._csv import safe_cell
+from medfuzz.report.format import number, safe_cell
 from medfuzz.report.tces import TCESRun, chance_level, read_tces_log, wilson
 from medfuzz.stats import gini_simpson
 
@@ -197,15 +196,10 @@ def _plot_zoo(points: Sequence[SweepPoint], out_dir: Path) -> Path:
     return path
 
 
-def _pct(interval: tuple[float, float, float], scale: float = 100.0, digits: int = 1) -> str:
+def _pct(interval: tuple[float, float, float]) -> str:
+    """A proportion with its Wilson interval, in percent to one decimal: ``42.5 [30.1, 55.9]``."""
     value, low, high = interval
-    if math.isnan(value):
-        return "–"
-    return f"{scale * value:.{digits}f} [{scale * low:.{digits}f}, {scale * high:.{digits}f}]"
-
-
-def _eta(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.2f}"
+    return number(value, interval=(low, high), spec=".1f", scale=100.0)
 
 
 COLUMNS = ("sweep", "benchmark", "model", "budget", "study", "entity", "x", "items", "evaluated", "clean_correct",
@@ -247,7 +241,7 @@ def _tables(points: Sequence[SweepPoint], out_dir: Path) -> list[Path]:
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for p in members:
             lines.append(f"| {p.entity} | {p.x:g} | {p.evaluated} | {p.clean_correct} | {p.successes} | "
-                         f"{_pct(p.attacked_accuracy)} | {_pct(p.asr)} | {_eta(p.gini_simpson)} | "
+                         f"{_pct(p.attacked_accuracy)} | {_pct(p.asr)} | {number(p.gini_simpson, spec='.2f')} | "
                          f"{p.distinct} | {p.run.path.name} |")
             if p.left_out:
                 notes.append(f"{what} {p.entity} at {p.x:g} (sweep {sweep}): {len(p.left_out) + 1} runs; drawn the "

@@ -12,7 +12,6 @@ instead (they stay in the table). ``render`` is what ``medfuzz report`` calls.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from typing import Any
 
 from medfuzz import stats
 from medfuzz.records.keys import METHOD_KEY
+from medfuzz.report.format import number
 from medfuzz.scorers.tces import TCESSummary, asr_by_budget, summarise
 
 SCORER = "tces_scorer"
@@ -208,10 +208,6 @@ def _plot_n_sweeps(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
     return written
 
 
-def _fmt(value: float) -> str:
-    return "–" if isinstance(value, float) and math.isnan(value) else f"{value:.3f}"
-
-
 def _table(runs: Sequence[TCESRun], out_dir: Path) -> Path:
     lines = ["| log | model | benchmark | entity | sampler | n | budget | items | evaluated | clean acc | "
              "attacked acc | ASR | mean queries | Gini-Simpson | most reused |",
@@ -220,9 +216,9 @@ def _table(runs: Sequence[TCESRun], out_dir: Path) -> Path:
         s = run.summary
         reused = ", ".join(f"{name} ({count})" for name, count in s.top_entities) or "–"
         lines.append(f"| {run.path.name} | {run.model} | {run.benchmark} | {run.entity} | {run.label} | {run.n:g} | "
-                     f"{run.budget} | {s.items} | {s.evaluated} | {_fmt(s.clean_accuracy)} | "
-                     f"{_fmt(s.attacked_accuracy)} | {_fmt(s.asr)} | {_fmt(s.mean_queries_to_success)} | "
-                     f"{_fmt(s.gini_simpson)} | {reused} |")
+                     f"{run.budget} | {s.items} | {s.evaluated} | {number(s.clean_accuracy)} | "
+                     f"{number(s.attacked_accuracy)} | {number(s.asr)} | {number(s.mean_queries_to_success)} | "
+                     f"{number(s.gini_simpson)} | {reused} |")
     path = out_dir / "tces_summary.md"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -1,0 +1,101 @@
+"""``report/`` is a straight line: no import circle among its modules (imports at module level and inside
+functions alike, read by ``test_layer_order``'s reader), and no private name (``_x``) imported from another module
+of the package. Over the whole of ``src/medfuzz`` the circles left are listed by name, so a new one fails here."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.core.test_layer_order import PACKAGE, _is_module, import_graph
+
+# The circles outside report/ still to break (issue 29): each package's __init__ re-exports a submodule that
+# imports the package back. Listed so that none is added unnoticed; remove an entry when its circle is gone.
+REMAINING = {
+    frozenset({"medfuzz.benchmarks", "medfuzz.benchmarks.loaders"}),
+    frozenset({"medfuzz.planted", "medfuzz.planted.attacker", "medfuzz.planted.chat", "medfuzz.planted.spec",
+               "medfuzz.planted.target", "medfuzz.planted.tces"}),
+    frozenset({"medfuzz.solvers.medfuzz", "medfuzz.solvers.medfuzz.controls", "medfuzz.solvers.medfuzz.engine",
+               "medfuzz.solvers.medfuzz.prompts", "medfuzz.solvers.medfuzz.target"}),
+    frozenset({"medfuzz.solvers.medguard", "medfuzz.solvers.medguard.builders", "medfuzz.solvers.medguard.sources"}),
+}
+
+
+def module_edges(prefix: str = "medfuzz") -> dict[str, set[str]]:
+    """Module -> the modules under ``prefix`` it imports (not itself, not names that are not modules)."""
+    inside = [prefix, f"{prefix}."]
+    return {module: {t for t in targets if t != module and _is_module(t) and any(
+                (t == p or t.startswith(p)) for p in inside)}
+            for module, targets in import_graph().items() if module == prefix or module.startswith(f"{prefix}.")}
+
+
+def circles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan): each is an import circle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def private_imports(package: Path) -> list[str]:
+    """``module -> source._name`` for every ``_name`` a module of ``package`` imports from another module."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        importer = ".".join(path.relative_to(package.parents[1]).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module != importer:
+                found += [f"{importer} -> {node.module}.{alias.name}" for alias in node.names
+                          if alias.name.startswith("_") and alias.name != "__future__"]
+    return found
+
+
+def test_report_has_no_import_circle() -> None:
+    assert circles(module_edges("medfuzz.report")) == []
+
+
+def test_no_new_import_circle_anywhere_in_src() -> None:
+    assert set(circles(module_edges())) == REMAINING
+
+
+def test_report_imports_no_private_name_across_modules() -> None:
+    assert private_imports(PACKAGE / "report") == []
+
+
+def test_the_checks_catch_a_circle_and_a_private_import(tmp_path: Path) -> None:
+    """The tools themselves, on a graph and a package that must be caught (a check that passes on anything would
+    pass vacuously)."""
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert circles(edges) == [frozenset({"a", "b", "c"})]
+    assert circles({"a": {"b"}, "b": set()}) == []
+    package = tmp_path / "medfuzz" / "report"
+    package.mkdir(parents=True)
+    (package / "pages.py").write_text("def late():\n    from medfuzz.report.reader import _read, rows\n")
+    (package / "reader.py").write_text("from __future__ import annotations\n")
+    assert [line.split(" -> ")[1] for line in private_imports(package)] == ["medfuzz.report.reader._read"]
