@@ -55,8 +55,9 @@ def run_demo(plan: DemoPlan) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from medfuzz.tasks import run_stop
 
-    run_stop.install()  # one interrupt stops the demo as it stops medfuzz run (and its server: no orphan)
-    return run_demo(DemoPlan(out=Path(args.out).resolve(), threads=args.threads, limit=args.limit, quick=args.quick))
+    # one interrupt stops the demo as it stops medfuzz run (and its server: no orphan)
+    plan = DemoPlan(out=Path(args.out).resolve(), threads=args.threads, limit=args.limit, quick=args.quick)
+    return run_stop.run_stoppable(lambda: run_demo(plan), "medfuzz demo")
 
 
 def add_parser(commands: Any) -> None:

@@ -71,6 +71,14 @@ class StopState:
     def name(self) -> str:
         return signal.Signals(self.signum).name if self.signum else ""
 
+    def reset(self) -> None:
+        """A fresh state for the next command of this process (in place: other modules hold this object)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        fresh = StopState()
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))
+
 
 STOP = StopState()
 
@@ -127,9 +135,25 @@ def install() -> None:
     started with it ignored (a non-interactive shell's ``cmd &``): the command is then stoppable like any
     other; asyncio's runner replaces that handler by its graceful one only while it is the default."""
     STOP.active = True
+    for stop in STOP_SIGNALS:
+        _previous.setdefault(stop, signal.getsignal(stop))
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for stop in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop, _on_interrupt)
+
+
+_previous: dict[int, Any] = {}  # the handlers before ``install``, put back by ``uninstall``
+
+
+def uninstall() -> None:
+    """After a command that was not stopped: the process's own handlers back and ``STOP`` fresh, so that a later
+    command or Inspect eval in the same process (a notebook, the test suite) starts from nothing: no recorded
+    signal, no hooks acting, asyncio's graceful SIGINT handling for its next event loop."""
+    if threading.current_thread() is threading.main_thread():
+        for stop, handler in _previous.items():
+            signal.signal(stop, handler if handler is not None else signal.SIG_DFL)
+    _previous.clear()
+    STOP.reset()
 
 
 def run_stoppable(command: Callable[[], int], name: str) -> int:
@@ -144,8 +168,13 @@ def run_stoppable(command: Callable[[], int], name: str) -> int:
         interrupted_by(KeyboardInterrupt())
         print(f"\n{name}: stopped by {STOP.name} before any run started", flush=True)
         code = INTERRUPTED
+    except BaseException:
+        if STOP.signum is None:
+            uninstall()
+        raise
     if STOP.signum is not None:
         exit_now(code)
+    uninstall()
     return code
 
 
@@ -170,7 +199,8 @@ def interrupted_by(err: BaseException | None = None) -> bool:
 
 def _wrap_sigint() -> None:
     current = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is threading.main_thread() and not isinstance(current, _NotedSigint):
+    if (threading.current_thread() is threading.main_thread() and not isinstance(current, _NotedSigint)
+            and current is not _on_interrupt):  # ours already records the signal
         signal.signal(signal.SIGINT, _NotedSigint(current))
 
 
@@ -180,7 +210,7 @@ def restore_sigint() -> None:
     event loop (the report reads logs through one) can come out as another exception, and the command must still
     see that it was stopped. Installed whatever the current handler is: an eval set whose runs were all found
     finished starts no runner, so no hook wrapped the handler."""
-    if threading.current_thread() is threading.main_thread():
+    if STOP.active and threading.current_thread() is threading.main_thread():
         STOP.after_eval_set = True
         signal.signal(signal.SIGINT, _on_interrupt)
 
@@ -240,7 +270,7 @@ def register_hooks() -> None:
             STOP.config_failure = failure
             current = signal.getsignal(signal.SIGINT)
             inner = current.inner if isinstance(current, _NotedSigint) else current
-            if callable(inner) and inner is not signal.default_int_handler:
+            if callable(inner) and inner not in (signal.default_int_handler, _on_interrupt):
                 inner(signal.SIGINT, None)  # the runner cancels the eval: no retry of any run
 
     _registered = True
