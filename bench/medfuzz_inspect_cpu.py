@@ -44,6 +44,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+# suite.LEVELS["demo"].generate, written out: importing the suite module here would time its imports too
+LEVEL_GENERATE = {"max_tokens": 32, "seed": 0, "temperature": 0.0}
+
 # the planted server in a child process: its request handling is not the client's CPU
 SERVER_CODE = """
 import json, sys
@@ -192,6 +195,78 @@ def config_timing() -> tuple[float, float]:
     return before, after
 
 
+# the Inspect-only floors (no medfuzz code on the call path): see the docstring's "Against Inspect's floor"
+BARE = {"bare", "bare_cache"}
+ONE_CALL = {"clean", "bare_one"}
+
+
+def bare_task(args: argparse.Namespace, cache: bool, logprob_share: float, warmup: bool) -> Any:
+    """A task whose solver only calls Inspect's ``Model.generate``: per sample ``--replicates`` concurrent chains
+    of ``--bare-calls`` sequential calls (the shape of MedFuzz's replicates), the item's question as the prompt,
+    a fresh seed per call (no two calls share a cache key), ``logprobs`` on the same share of calls as the MedFuzz
+    run just before asked for it. ``cache``: Inspect's ``CachePolicy`` with medfuzz's expiry (what every MedFuzz
+    call carries) instead of Inspect's default, no cache. No scorer."""
+    import asyncio
+
+    from inspect_ai import Task
+    from inspect_ai.model import CachePolicy, GenerateConfig, get_model
+    from inspect_ai.solver import Generate, TaskState, solver
+
+    from medfuzz.adapters.inspect_model import default_generate_config
+    from medfuzz.benchmarks.selection import DataSelection
+    from medfuzz.models.openai_compat import TOP_LOGPROBS
+    from medfuzz.tasks.inspect._dataset import mcq_dataset
+
+    chains, calls = (1, 1) if warmup else (args.replicates, args.bare_calls)
+    policy = CachePolicy(expiry="1W", per_epoch=True) if cache else False
+
+    @solver
+    def bare_generate() -> Any:
+        async def solve(state: TaskState, generate: Generate) -> TaskState:
+            model = get_model()
+
+            async def chain(c: int) -> None:
+                for i in range(calls):
+                    n = c * calls + i
+                    # call n asks for logprobs when the running share crosses an integer: the run's share exactly
+                    logprobs = int((n + 1) * logprob_share) > int(n * logprob_share)
+                    config = GenerateConfig(max_tokens=32, temperature=1.0, seed=n,
+                                            **(dict(logprobs=True, top_logprobs=TOP_LOGPROBS) if logprobs else {}))
+                    state.output = await model.generate(state.input_text, config=config, cache=policy)
+
+            await asyncio.gather(*(chain(c) for c in range(chains)))
+            return state
+
+        return solve
+
+    limit = 1 if warmup else args.items
+    return Task(dataset=mcq_dataset("medqa", DataSelection.from_options(data="demo", limit=limit), 0),
+                solver=bare_generate(), config=default_generate_config())  # MedFuzz's task config
+
+
+def one_call_task(name: str, args: argparse.Namespace, warmup: bool) -> Any:
+    """``clean``: ``medfuzz/medqa_clean`` as ``medfuzz run`` runs it; ``bare_one``: the same samples (same
+    prompts) through Inspect's own ``multiple_choice()`` solver (one ``generate()``) and ``choice()`` scorer,
+    with the same task config: the one-call-per-sample floor."""
+    from inspect_ai import Task
+    from inspect_ai.scorer import choice
+    from inspect_ai.solver import multiple_choice
+
+    from medfuzz.adapters.inspect_model import default_generate_config
+    from medfuzz.tasks.inspect.baselines import medqa_clean
+
+    task = medqa_clean(data="demo", limit=1 if warmup else args.clean_items)
+    if name == "clean":
+        return task
+    return Task(dataset=task.dataset, solver=multiple_choice(), scorer=choice(), config=default_generate_config())
+
+
+def model_calls_with_logprobs(log: Any) -> tuple[int, int]:
+    """(model events asking for logprobs, model events) in a finished log's samples."""
+    events = [e for s in (log.samples or []) for e in s.events if e.event == "model"]
+    return sum(1 for e in events if e.config.logprobs), len(events)
+
+
 def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: bool = False) -> dict[str, Any]:
     """One eval of the variant ``name``; ``warmup``: a one-item, one-turn run that pays the imports and Inspect's
     first-run set-up (pydantic schemas, registry, YAML packs) so that the measured runs count per-call cost."""
@@ -222,8 +297,19 @@ def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: boo
                 os.environ["MEDFUZZ_CALL_CACHE"] = "off"
             size = (dict(limit=1, turns=1, replicates=1, controls=0) if warmup else
                     dict(limit=args.items, turns=args.turns, replicates=args.replicates, controls=args.controls))
-            task = medfuzz_medqa(data="demo", option_orders=args.option_orders, exemplars=0, pvalue_prompt="direct",
-                                 **size)
+            if name in BARE:
+                task = bare_task(args, name == "bare_cache", args.logprob_share, warmup)
+            elif name in ONE_CALL:
+                task = one_call_task(name, args, warmup)
+                options.update(LEVEL_GENERATE)  # what medfuzz run gives its baseline runs (suite.LEVELS)
+                if not warmup:
+                    options["epochs"] = args.epochs
+            else:
+                task = medfuzz_medqa(data="demo", option_orders=args.option_orders, exemplars=0,
+                                     pvalue_prompt="direct", **size)
+            if args.realtime == "off" and "log_realtime" not in options:
+                options["log_realtime"] = False
+            load = os.getloadavg()[0]
             profile = cProfile.Profile() if args.profile and not warmup else None
             cpu, start = time.process_time(), time.perf_counter()
             if profile:
@@ -236,7 +322,9 @@ def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: boo
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu
             log_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(f"{tmp}/logs") for f in fs)
             status = logs[0].status
-            scores = [s.scores["medfuzz_scorer"].value for s in (logs[0].samples or []) if s.scores]
+            scores = [next(iter(s.scores.values())).value for s in (logs[0].samples or []) if s.scores]
+            samples = len(logs[0].samples or [])
+            with_logprobs = model_calls_with_logprobs(logs[0]) if name == "default" and not warmup else None
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -244,7 +332,34 @@ def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: boo
     if status != "success":
         raise SystemExit(f"variant {name}: eval ended {status}: {str(logs[0].error)[:2000]}")
     return {"name": name, "calls": server.calls() - calls_before, "wall": wall, "cpu": cpu, "log_kb": log_bytes / 1024,
-            "profile": profile, "scores": scores}
+            "profile": profile, "scores": scores, "samples": samples, "load": (load, os.getloadavg()[0]),
+            "with_logprobs": with_logprobs}
+
+
+# (ours, Inspect's floor): MedFuzz against bare generate() calls, the clean baseline against Inspect's own MCQ
+PAIRS = [("default", "bare"), ("default", "bare_cache"), ("cache_off", "bare"), ("no_realtime", "bare"),
+         ("clean", "bare_one")]
+
+
+def print_ratios(runs: list[dict[str, Any]], names: list[str]) -> None:
+    """Ours / floor per call, round by round (each round's two runs back to back) and of the medians."""
+    pairs = [(a, b) for a, b in PAIRS if a in names and b in names]
+    if not pairs:
+        return
+    print("\n| ours / Inspect floor | per round | median ours / median floor |")
+    print("|---|---|---|")
+    for ours, floor in pairs:
+        a = [r["cpu"] / max(1, r["calls"]) for r in runs if r["name"] == ours]
+        b = [r["cpu"] / max(1, r["calls"]) for r in runs if r["name"] == floor]
+        ratio = sorted(a)[len(a) // 2] / sorted(b)[len(b) // 2]
+        print(f"| {ours} / {floor} | {', '.join(f'{x / y:.3f}' for x, y in zip(a, b, strict=True))} | "
+              f"{ratio:.3f} |")
+    if "clean" in names and "bare_one" in names:
+        per_sample = {n: sorted(r["cpu"] / max(1, r["samples"]) * 1000 for r in runs if r["name"] == n)
+                      for n in ("clean", "bare_one")}
+        medians = {n: v[len(v) // 2] for n, v in per_sample.items()}
+        print(f"\none-call samples, CPU ms per sample (median): clean {medians['clean']:.2f}, bare_one "
+              f"{medians['bare_one']:.2f}: ours adds {medians['clean'] - medians['bare_one']:.2f} ms per sample")
 
 
 def main() -> None:
@@ -257,6 +372,16 @@ def main() -> None:
     parser.add_argument("--controls", type=int, default=30)
     parser.add_argument("--option-orders", type=int, default=5)
     parser.add_argument("--variants", default="default")
+    parser.add_argument("--bare-calls", type=int, default=120,
+                        help="bare/bare_cache: sequential calls per chain (--replicates chains per item)")
+    parser.add_argument("--logprob-share", type=float, default=None,
+                        help="bare/bare_cache: share of calls asking for logprobs (default: the share the "
+                             "round's MedFuzz run asked for; 0 before one ran)")
+    parser.add_argument("--clean-items", type=int, default=50, help="clean/bare_one: demo items (at most 50)")
+    parser.add_argument("--epochs", type=int, default=4, help="clean/bare_one: epochs (one call per sample each)")
+    parser.add_argument("--realtime", choices=("inspect", "off"), default="inspect",
+                        help="Inspect's realtime sample buffer in every variant: Inspect's default (on) or off "
+                             "(what medfuzz run uses)")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="CPU per call without cProfile's overhead (no split)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds over the variants (median per variant)")
@@ -270,21 +395,40 @@ def main() -> None:
     server = Server(args.latency_ms)
     names = args.variants.split(",")
     try:
-        run_variant("warmup", args, server, warmup=True)
+        fixed_share = args.logprob_share
+        args.logprob_share = fixed_share or 0.0
+        for name in dict.fromkeys(["default", *names]):  # every kind of task's first-run set-up, unmeasured
+            run_variant(name, args, server, warmup=True)
         # round-robin (A B C A B C ...): a slow spell of the shared machine hits every variant alike
-        runs = [run_variant(name, args, server) for _ in range(args.repeat) for name in names]
+        runs = []
+        for _ in range(args.repeat):
+            for name in names:
+                runs.append(run_variant(name, args, server))
+                if runs[-1]["with_logprobs"] and fixed_share is None:
+                    asked, events = runs[-1]["with_logprobs"]
+                    args.logprob_share = asked / max(1, events)
     finally:
         server.stop()
     print(f"medfuzz_medqa via inspect_ai.eval: demo, {args.items} items, K={args.turns}, {args.replicates} "
           f"replicates, M={args.controls}, {args.option_orders} option orders, direct p-hat, exemplars 0; "
           f"planted server in its own process, {args.latency_ms:g} ms per call, max_connections "
-          f"{args.max_connections}; cProfile {'on' if args.profile else 'off'}; {args.repeat} round(s)\n")
-    print("| variant | round | calls | wall s | client CPU s | CPU ms / call | log KB | same scores as first |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"{args.max_connections}; cProfile {'on' if args.profile else 'off'}; {args.repeat} round(s); realtime "
+          f"buffer {'Inspect default (on)' if args.realtime == 'inspect' else 'off (as medfuzz run)'}; "
+          f"log_samples on (Inspect's default and medfuzz run's)")
+    if set(names) & (BARE | ONE_CALL):
+        print(f"bare/bare_cache: {args.items} items x {args.replicates} chains x {args.bare_calls} calls, "
+              f"logprobs on {args.logprob_share:.0%} of calls; clean/bare_one: {args.clean_items} demo items x "
+              f"{args.epochs} epochs, one call per sample")
+    print(f"1-minute load average at start: {os.getloadavg()[0]:.2f} (2 cores)\n")
+    print("| variant | round | calls | samples | wall s | client CPU s | CPU ms / call | log KB | load start/end "
+          "| same scores as first |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for i, r in enumerate(runs):
-        same = "n/a (no samples)" if not r["scores"] else str(r["scores"] == runs[0]["scores"])
-        print(f"| {r['name']} | {i // len(names) + 1} | {r['calls']:,} | {r['wall']:.1f} | {r['cpu']:.1f} | "
-              f"{r['cpu'] / max(1, r['calls']) * 1000:.2f} | {r['log_kb']:.0f} | {same} |")
+        first = next(x for x in runs if x["name"] == r["name"])
+        same = "n/a (no scores)" if not r["scores"] else str(r["scores"] == first["scores"])
+        print(f"| {r['name']} | {i // len(names) + 1} | {r['calls']:,} | {r['samples']:,} | {r['wall']:.1f} | "
+              f"{r['cpu']:.1f} | {r['cpu'] / max(1, r['calls']) * 1000:.2f} | {r['log_kb']:.0f} | "
+              f"{r['load'][0]:.1f}/{r['load'][1]:.1f} | {same} |")
     rows = []
     for name in names:
         mine = [r for r in runs if r["name"] == name]
@@ -300,6 +444,7 @@ def main() -> None:
     print("|---|---|---|")
     for r in rows:
         print(f"| {r['name']} | {r['median']:.2f} | {', '.join(f'{x:.2f}' for x in r['runs'])} |")
+    print_ratios(runs, names)
     before, after = config_timing()
     print(f"\nadapter's per-call GenerateConfig (with logprobs): {before:.0f} µs before the cut (merge), "
           f"{after:.0f} µs after (one constructor), timeit in this process")
