@@ -200,48 +200,55 @@ BARE = {"bare", "bare_cache"}
 ONE_CALL = {"clean", "bare_one"}
 
 
-def bare_task(args: argparse.Namespace, cache: bool, logprob_share: float, warmup: bool) -> Any:
-    """A task whose solver only calls Inspect's ``Model.generate``: per sample ``--replicates`` concurrent chains
-    of ``--bare-calls`` sequential calls (the shape of MedFuzz's replicates), the item's question as the prompt,
-    a fresh seed per call (no two calls share a cache key), ``logprobs`` on the same share of calls as the MedFuzz
-    run just before asked for it. ``cache``: Inspect's ``CachePolicy`` with medfuzz's expiry (what every MedFuzz
-    call carries) instead of Inspect's default, no cache. No scorer."""
+def recorded_calls(log: Any) -> list[list[tuple[str, list[Any], Any]]]:
+    """Per sample, the model calls a finished MedFuzz log made, in order: (model, input messages, config)."""
+    from inspect_ai.log._condense import resolve_sample_attachments  # the log keeps long texts as attachments
+
+    calls = []
+    for sample in log.samples or []:
+        sample = resolve_sample_attachments(sample, "full")
+        calls.append([(e.model, list(e.input), e.config) for e in sample.events if e.event == "model"])
+    return calls
+
+
+def bare_task(args: argparse.Namespace, cache: bool, warmup: bool) -> Any:
+    """A task whose solver only calls Inspect's ``Model.generate``: it replays the model calls of the MedFuzz run
+    before it in the same round (same models, same input messages, same ``GenerateConfig`` as Inspect logged
+    them), per MedFuzz sample one bare sample, each with enough workers that the bare run keeps as many calls
+    in flight as ``max_connections`` allows. ``cache``: Inspect's ``CachePolicy`` with medfuzz's expiry (what
+    every MedFuzz call carries) instead of Inspect's default, no cache. No scorer."""
     import asyncio
 
     from inspect_ai import Task
-    from inspect_ai.model import CachePolicy, GenerateConfig, get_model
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import CachePolicy, get_model
     from inspect_ai.solver import Generate, TaskState, solver
 
     from medfuzz.adapters.inspect_model import default_generate_config
-    from medfuzz.benchmarks.selection import DataSelection
-    from medfuzz.models.openai_compat import TOP_LOGPROBS
-    from medfuzz.tasks.inspect._dataset import mcq_dataset
 
-    chains, calls = (1, 1) if warmup else (args.replicates, args.bare_calls)
+    recorded = args.recorded[:1] if warmup else args.recorded
+    if warmup:
+        recorded = [recorded[0][:4]]
     policy = CachePolicy(expiry="1W", per_epoch=True) if cache else False
+    workers = max(1, -(-args.max_connections // len(recorded)))  # ceil: all samples together fill the connections
 
     @solver
-    def bare_generate() -> Any:
+    def replay() -> Any:
         async def solve(state: TaskState, generate: Generate) -> TaskState:
-            model = get_model()
+            queue = list(reversed(recorded[int(state.sample_id) - 1]))  # type: ignore[arg-type]
 
-            async def chain(c: int) -> None:
-                for i in range(calls):
-                    n = c * calls + i
-                    # call n asks for logprobs when the running share crosses an integer: the run's share exactly
-                    logprobs = int((n + 1) * logprob_share) > int(n * logprob_share)
-                    config = GenerateConfig(max_tokens=32, temperature=1.0, seed=n,
-                                            **(dict(logprobs=True, top_logprobs=TOP_LOGPROBS) if logprobs else {}))
-                    state.output = await model.generate(state.input_text, config=config, cache=policy)
+            async def worker() -> None:
+                while queue:
+                    model, messages, config = queue.pop()
+                    state.output = await get_model(model).generate(messages, config=config, cache=policy)
 
-            await asyncio.gather(*(chain(c) for c in range(chains)))
+            await asyncio.gather(*(worker() for _ in range(workers)))
             return state
 
         return solve
 
-    limit = 1 if warmup else args.items
-    return Task(dataset=mcq_dataset("medqa", DataSelection.from_options(data="demo", limit=limit), 0),
-                solver=bare_generate(), config=default_generate_config())  # MedFuzz's task config
+    return Task(dataset=[Sample(id=i + 1, input="replay") for i in range(len(recorded))], solver=replay(),
+                config=default_generate_config())  # MedFuzz's task config
 
 
 def one_call_task(name: str, args: argparse.Namespace, warmup: bool) -> Any:
@@ -259,12 +266,6 @@ def one_call_task(name: str, args: argparse.Namespace, warmup: bool) -> Any:
     if name == "clean":
         return task
     return Task(dataset=task.dataset, solver=multiple_choice(), scorer=choice(), config=default_generate_config())
-
-
-def model_calls_with_logprobs(log: Any) -> tuple[int, int]:
-    """(model events asking for logprobs, model events) in a finished log's samples."""
-    events = [e for s in (log.samples or []) for e in s.events if e.event == "model"]
-    return sum(1 for e in events if e.config.logprobs), len(events)
 
 
 def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: bool = False) -> dict[str, Any]:
@@ -298,7 +299,7 @@ def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: boo
             size = (dict(limit=1, turns=1, replicates=1, controls=0) if warmup else
                     dict(limit=args.items, turns=args.turns, replicates=args.replicates, controls=args.controls))
             if name in BARE:
-                task = bare_task(args, name == "bare_cache", args.logprob_share, warmup)
+                task = bare_task(args, name == "bare_cache", warmup)
             elif name in ONE_CALL:
                 task = one_call_task(name, args, warmup)
                 options.update(LEVEL_GENERATE)  # what medfuzz run gives its baseline runs (suite.LEVELS)
@@ -324,7 +325,8 @@ def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: boo
             status = logs[0].status
             scores = [next(iter(s.scores.values())).value for s in (logs[0].samples or []) if s.scores]
             samples = len(logs[0].samples or [])
-            with_logprobs = model_calls_with_logprobs(logs[0]) if name == "default" and not warmup else None
+            if name == "default" and (warmup or not args.recorded_measured):  # the bare variants replay these
+                args.recorded, args.recorded_measured = recorded_calls(logs[0]), not warmup
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -332,8 +334,7 @@ def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: boo
     if status != "success":
         raise SystemExit(f"variant {name}: eval ended {status}: {str(logs[0].error)[:2000]}")
     return {"name": name, "calls": server.calls() - calls_before, "wall": wall, "cpu": cpu, "log_kb": log_bytes / 1024,
-            "profile": profile, "scores": scores, "samples": samples, "load": (load, os.getloadavg()[0]),
-            "with_logprobs": with_logprobs}
+            "profile": profile, "scores": scores, "samples": samples, "load": (load, os.getloadavg()[0])}
 
 
 # (ours, Inspect's floor): MedFuzz against bare generate() calls, the clean baseline against Inspect's own MCQ
@@ -362,6 +363,19 @@ def print_ratios(runs: list[dict[str, Any]], names: list[str]) -> None:
               f"{medians['bare_one']:.2f}: ours adds {medians['clean'] - medians['bare_one']:.2f} ms per sample")
 
 
+def cache_distribution_scan() -> None:
+    """Inspect looks up the installed distribution of a registered task at every eval (for the log's revision);
+    when its fast path misses, as for a worktree or ``src/`` on ``PYTHONPATH`` next to the venv's editable
+    install, it rescans every installed distribution's file list (``importlib.metadata.packages_distributions``:
+    130-220 ms per eval here). That is a per-eval constant of a development set-up, not per-call or per-sample
+    cost, and the bare tasks (not registered) never pay it: the bench pays the scan once per process."""
+    import functools
+
+    from inspect_ai._util import package
+
+    package.packages_distributions = functools.cache(package.packages_distributions)  # type: ignore[attr-defined]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=6)
@@ -372,11 +386,6 @@ def main() -> None:
     parser.add_argument("--controls", type=int, default=30)
     parser.add_argument("--option-orders", type=int, default=5)
     parser.add_argument("--variants", default="default")
-    parser.add_argument("--bare-calls", type=int, default=120,
-                        help="bare/bare_cache: sequential calls per chain (--replicates chains per item)")
-    parser.add_argument("--logprob-share", type=float, default=None,
-                        help="bare/bare_cache: share of calls asking for logprobs (default: the share the "
-                             "round's MedFuzz run asked for; 0 before one ran)")
     parser.add_argument("--clean-items", type=int, default=50, help="clean/bare_one: demo items (at most 50)")
     parser.add_argument("--epochs", type=int, default=4, help="clean/bare_one: epochs (one call per sample each)")
     parser.add_argument("--realtime", choices=("inspect", "off"), default="inspect",
@@ -385,18 +394,24 @@ def main() -> None:
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="CPU per call without cProfile's overhead (no split)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds over the variants (median per variant)")
+    parser.add_argument("--rescan-distributions", action="store_true",
+                        help="leave Inspect's per-eval distribution scan uncached (see cache_distribution_scan)")
     parser.add_argument("--dump", default=None, metavar="PREFIX",
                         help="write each variant's profile to PREFIX<variant>.prof (for pstats / snakeviz)")
     parser.add_argument("--top", type=int, default=0, help="also print the top N functions by own time")
     args = parser.parse_args()
     from medfuzz.scorers.stats import adjust
 
+    if not args.rescan_distributions:
+        cache_distribution_scan()
     adjust([0.01, 0.2], "holm")  # the metrics' first adjustment imports statsmodels: set-up, not per call
     server = Server(args.latency_ms)
     names = args.variants.split(",")
+    if BARE & set(names) and ("default" not in names or min(names.index(n) for n in BARE & set(names)) <
+                              names.index("default")):
+        parser.error("bare and bare_cache replay the MedFuzz run's calls: list default before them")
     try:
-        fixed_share = args.logprob_share
-        args.logprob_share = fixed_share or 0.0
+        args.recorded, args.recorded_measured = [], False
         for name in dict.fromkeys(["default", *names]):  # every kind of task's first-run set-up, unmeasured
             run_variant(name, args, server, warmup=True)
         # round-robin (A B C A B C ...): a slow spell of the shared machine hits every variant alike
@@ -404,9 +419,6 @@ def main() -> None:
         for _ in range(args.repeat):
             for name in names:
                 runs.append(run_variant(name, args, server))
-                if runs[-1]["with_logprobs"] and fixed_share is None:
-                    asked, events = runs[-1]["with_logprobs"]
-                    args.logprob_share = asked / max(1, events)
     finally:
         server.stop()
     print(f"medfuzz_medqa via inspect_ai.eval: demo, {args.items} items, K={args.turns}, {args.replicates} "
@@ -416,9 +428,10 @@ def main() -> None:
           f"buffer {'Inspect default (on)' if args.realtime == 'inspect' else 'off (as medfuzz run)'}; "
           f"log_samples on (Inspect's default and medfuzz run's)")
     if set(names) & (BARE | ONE_CALL):
-        print(f"bare/bare_cache: {args.items} items x {args.replicates} chains x {args.bare_calls} calls, "
-              f"logprobs on {args.logprob_share:.0%} of calls; clean/bare_one: {args.clean_items} demo items x "
-              f"{args.epochs} epochs, one call per sample")
+        print(f"bare/bare_cache: the first measured MedFuzz run's {sum(map(len, args.recorded)):,} model calls "
+              f"replayed through Model.generate; clean/bare_one: {args.clean_items} demo items x {args.epochs} "
+              f"epochs, one call per sample; Inspect's distribution scan "
+              f"{'per eval' if args.rescan_distributions else 'once per process'}")
     print(f"1-minute load average at start: {os.getloadavg()[0]:.2f} (2 cores)\n")
     print("| variant | round | calls | samples | wall s | client CPU s | CPU ms / call | log KB | load start/end "
           "| same scores as first |")
