@@ -25,8 +25,29 @@ Variants (``--variants``, comma-separated; each runs once, back to back in this 
 
 The bench also times the adapter's config building alone, before and after the cut (``timeit``, same process).
 
+Against Inspect's own floor, in the same run (issue 28): variants that run no medfuzz code on the call path,
+back to back with medfuzz's in every round, same process, same planted server and latency:
+
+- ``bare``: the model calls of the round's first measured ``default`` (MedFuzz) run replayed through Inspect's
+  ``Model.generate`` (same models, same input messages, same ``GenerateConfig`` as Inspect logged them, same
+  task config; as many in flight as ``max_connections``); Inspect's default: no cache;
+- ``bare_cache``: the same replay with the ``CachePolicy`` every MedFuzz call carries (medfuzz turns Inspect's
+  call cache on so that a resumed run pays no completed call twice);
+- ``clean``: ``medfuzz/medqa_clean`` (one call per sample, ``--clean-items`` items x ``--epochs``, the generate
+  config ``medfuzz run`` gives the baselines), against ``bare_one``: the same samples through Inspect's own
+  ``multiple_choice()`` and ``choice()`` only, same task config.
+
+``--realtime off`` runs every variant as ``medfuzz run`` does (no realtime sample buffer); the default keeps
+Inspect's default (on) in every variant; ``log_samples`` is on in all (Inspect's and ``medfuzz run``'s default).
+The ratio table divides per round and the medians; the per-run table gives the 1-minute load average before and
+after each run and the CPU the cyclic garbage collector took. Inspect's per-eval lookup of a registered task's
+distribution (``cache_distribution_scan``) is paid once per process unless ``--rescan-distributions``.
+Measured (one run, 2 shared cores): docs/performance.md, "P7b".
+
     PYTHONPATH=src python bench/medfuzz_inspect_cpu.py [--items 6] [--latency-ms 50] [--max-connections 16]
         [--turns 5] [--replicates 5] [--controls 30] [--option-orders 5] [--variants default,no_realtime] [--top 30]
+    PYTHONPATH=src python bench/medfuzz_inspect_cpu.py --items 3 --realtime off --repeat 3 --no-profile \
+        --variants default,bare,bare_cache,cache_off,clean,bare_one
 """
 
 from __future__ import annotations
@@ -268,13 +289,48 @@ def one_call_task(name: str, args: argparse.Namespace, warmup: bool) -> Any:
     return Task(dataset=task.dataset, solver=multiple_choice(), scorer=choice(), config=default_generate_config())
 
 
-def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: bool = False) -> dict[str, Any]:
-    """One eval of the variant ``name``; ``warmup``: a one-item, one-turn run that pays the imports and Inspect's
-    first-run set-up (pydantic schemas, registry, YAML packs) so that the measured runs count per-call cost."""
+class GcClock:
+    """CPU seconds the cyclic garbage collector spent while in the ``with`` block (``gc.callbacks``): its cost grows
+    with the objects alive, which the profile charges to whatever function was running when it struck."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.by_generation = [[0, 0.0], [0, 0.0], [0, 0.0]]  # [collections, seconds] per generation
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            took = time.process_time() - self._started
+            self.seconds += took
+            self.by_generation[info["generation"]][0] += 1
+            self.by_generation[info["generation"]][1] += took
+
+    def __enter__(self) -> GcClock:
+        import gc
+
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import gc
+
+        gc.callbacks.remove(self._callback)
+
+
+def run_variant(variant: str, args: argparse.Namespace, server: Server, warmup: bool = False) -> dict[str, Any]:
+    """One eval of the variant ``variant``; ``warmup``: a one-item, one-turn run that pays the imports and Inspect's
+    first-run set-up (pydantic schemas, registry, YAML packs) so that the measured runs count per-call cost.
+    ``NAME+freeze``: the variant NAME with ``gc.freeze()`` just before the eval and ``gc.unfreeze()`` after it
+    (what is alive before the eval starts is left out of the collections during it)."""
+    import gc
+
     from inspect_ai import eval as inspect_eval
 
     from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
 
+    name, freeze = variant.removesuffix("+freeze"), variant.endswith("+freeze")
     info = server.info
     calls_before = server.calls()
     options: dict[str, Any] = {}
@@ -312,15 +368,22 @@ def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: boo
                 options["log_realtime"] = False
             load = os.getloadavg()[0]
             profile = cProfile.Profile() if args.profile and not warmup else None
+            gc_clock = GcClock()
+            if freeze:
+                gc.collect()
+                gc.freeze()
             cpu, start = time.process_time(), time.perf_counter()
             if profile:
                 profile.enable()
-            logs = inspect_eval(task, model=info["target"], model_roles={"attacker": info["attacker"]},
-                                display="none", log_dir=f"{tmp}/logs", max_connections=args.max_connections,
-                                **options)
+            with gc_clock:
+                logs = inspect_eval(task, model=info["target"], model_roles={"attacker": info["attacker"]},
+                                    display="none", log_dir=f"{tmp}/logs", max_connections=args.max_connections,
+                                    **options)
             if profile:
                 profile.disable()
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+            if freeze:
+                gc.unfreeze()
             log_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(f"{tmp}/logs") for f in fs)
             status = logs[0].status
             scores = [next(iter(s.scores.values())).value for s in (logs[0].samples or []) if s.scores]
@@ -332,14 +395,17 @@ def run_variant(name: str, args: argparse.Namespace, server: Server, warmup: boo
         os.environ.update(saved)
         inspect_model.call_config = cut  # type: ignore[assignment]
     if status != "success":
-        raise SystemExit(f"variant {name}: eval ended {status}: {str(logs[0].error)[:2000]}")
-    return {"name": name, "calls": server.calls() - calls_before, "wall": wall, "cpu": cpu, "log_kb": log_bytes / 1024,
-            "profile": profile, "scores": scores, "samples": samples, "load": (load, os.getloadavg()[0])}
+        raise SystemExit(f"variant {variant}: eval ended {status}: {str(logs[0].error)[:2000]}")
+    return {"name": variant, "calls": server.calls() - calls_before, "wall": wall, "cpu": cpu,
+            "log_kb": log_bytes / 1024, "profile": profile, "scores": scores, "samples": samples,
+            "load": (load, os.getloadavg()[0]),
+            "gc": gc_clock.seconds, "gc_generations": gc_clock.by_generation}
 
 
 # (ours, Inspect's floor): MedFuzz against bare generate() calls, the clean baseline against Inspect's own MCQ
 PAIRS = [("default", "bare"), ("default", "bare_cache"), ("cache_off", "bare"), ("no_realtime", "bare"),
-         ("clean", "bare_one")]
+         ("clean", "bare_one"), ("default+freeze", "bare+freeze"), ("default+freeze", "bare_cache+freeze"),
+         ("default+freeze", "default"), ("bare+freeze", "bare")]
 
 
 def print_ratios(runs: list[dict[str, Any]], names: list[str]) -> None:
@@ -412,7 +478,8 @@ def main() -> None:
         parser.error("bare and bare_cache replay the MedFuzz run's calls: list default before them")
     try:
         args.recorded, args.recorded_measured = [], False
-        for name in dict.fromkeys(["default", *names]):  # every kind of task's first-run set-up, unmeasured
+        # every kind of task's first-run set-up, unmeasured
+        for name in dict.fromkeys(["default", *(n.removesuffix("+freeze") for n in names)]):
             run_variant(name, args, server, warmup=True)
         # round-robin (A B C A B C ...): a slow spell of the shared machine hits every variant alike
         runs = []
@@ -433,14 +500,15 @@ def main() -> None:
               f"epochs, one call per sample; Inspect's distribution scan "
               f"{'per eval' if args.rescan_distributions else 'once per process'}")
     print(f"1-minute load average at start: {os.getloadavg()[0]:.2f} (2 cores)\n")
-    print("| variant | round | calls | samples | wall s | client CPU s | CPU ms / call | log KB | load start/end "
-          "| same scores as first |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| variant | round | calls | samples | wall s | client CPU s | CPU ms / call | of it GC ms / call | log KB "
+          "| load start/end | same scores as first |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for i, r in enumerate(runs):
         first = next(x for x in runs if x["name"] == r["name"])
         same = "n/a (no scores)" if not r["scores"] else str(r["scores"] == first["scores"])
         print(f"| {r['name']} | {i // len(names) + 1} | {r['calls']:,} | {r['samples']:,} | {r['wall']:.1f} | "
-              f"{r['cpu']:.1f} | {r['cpu'] / max(1, r['calls']) * 1000:.2f} | {r['log_kb']:.0f} | "
+              f"{r['cpu']:.1f} | {r['cpu'] / max(1, r['calls']) * 1000:.2f} | "
+              f"{r['gc'] / max(1, r['calls']) * 1000:.2f} | {r['log_kb']:.0f} | "
               f"{r['load'][0]:.1f}/{r['load'][1]:.1f} | {same} |")
     rows = []
     for name in names:
@@ -453,6 +521,12 @@ def main() -> None:
                 profile.add(r["profile"])
         rows.append({"name": name, "calls": sum(r["calls"] for r in mine), "profile": profile,
                      "median": per_call[len(per_call) // 2], "runs": per_call})
+    print("\n| variant | round | GC collections gen 0 / 1 / 2 | GC s gen 0 / 1 / 2 |")
+    print("|---|---|---|---|")
+    for i, r in enumerate(runs):
+        gens = r["gc_generations"]
+        print(f"| {r['name']} | {i // len(names) + 1} | {' / '.join(str(g[0]) for g in gens)} | "
+              f"{' / '.join(f'{g[1]:.2f}' for g in gens)} |")
     print("\n| variant | CPU ms / call, median of rounds | rounds |")
     print("|---|---|---|")
     for r in rows:
