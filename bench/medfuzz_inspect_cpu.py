@@ -473,8 +473,9 @@ def main() -> None:
     adjust([0.01, 0.2], "holm")  # the metrics' first adjustment imports statsmodels: set-up, not per call
     server = Server(args.latency_ms)
     names = args.variants.split(",")
-    if BARE & set(names) and ("default" not in names or min(names.index(n) for n in BARE & set(names)) <
-                              names.index("default")):
+    bases = [n.removesuffix("+freeze") for n in names]
+    if BARE & set(bases) and ("default" not in bases or min(i for i, n in enumerate(bases) if n in BARE) <
+                              bases.index("default")):
         parser.error("bare and bare_cache replay the MedFuzz run's calls: list default before them")
     try:
         args.recorded, args.recorded_measured = [], False
@@ -494,7 +495,7 @@ def main() -> None:
           f"{args.max_connections}; cProfile {'on' if args.profile else 'off'}; {args.repeat} round(s); realtime "
           f"buffer {'Inspect default (on)' if args.realtime == 'inspect' else 'off (as medfuzz run)'}; "
           f"log_samples on (Inspect's default and medfuzz run's)")
-    if set(names) & (BARE | ONE_CALL):
+    if {n.removesuffix("+freeze") for n in names} & (BARE | ONE_CALL):
         print(f"bare/bare_cache: the first measured MedFuzz run's {sum(map(len, args.recorded)):,} model calls "
               f"replayed through Model.generate; clean/bare_one: {args.clean_items} demo items x {args.epochs} "
               f"epochs, one call per sample; Inspect's distribution scan "
