@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,10 @@ DELTA_MALFORMED = 0.4
 SEQUENTIAL, FIXED = "sequential (default)", "fixed"
 
 
+class StopValidation(Exception):
+    """``fail_fast``: a check just failed, so the run stops here (``Outcome.add``)."""
+
+
 @dataclass
 class Outcome:
     checks: list[Check] = field(default_factory=list)
@@ -75,6 +80,17 @@ class Outcome:
     alpha: float = 0.05
     calibration: list[vm.Calibration] = field(default_factory=list)
     curve: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    # ``--fail-fast``: stop at the first failing check (the run's verdict is then known: it fails) ...
+    fail_fast: bool = False
+    # ... and the section it stopped in, and the sections it skipped ("" and [] when every section ran)
+    stopped_in: str = ""
+    skipped: list[str] = field(default_factory=list)
+
+    def add(self, checks: Iterable[Check]) -> None:
+        """Record ``checks``; with ``fail_fast``, raise ``StopValidation`` as soon as one of them fails."""
+        self.checks += checks
+        if self.fail_fast and self.failed:
+            raise StopValidation
 
     @property
     def failed(self) -> list[Check]:
@@ -95,10 +111,13 @@ def _run(items: list, spec: PlantedSpec, config: MedFuzzConfig) -> tuple[list, l
     return results, scores, vm.tested_attacks(results, scores, config)
 
 
-def validate_medfuzz(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> Outcome:
+def validate_medfuzz(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None,
+                     outcome: Outcome | None = None) -> Outcome:
+    """The MedFuzz checks, added to ``outcome`` (a new one by default); with ``outcome.fail_fast`` the first
+    failing group of checks raises ``StopValidation`` before the next (costlier) run."""
     plan = PLANS[size]
     spec = (spec or PlantedSpec.load()).with_target(data="none")
-    outcome = Outcome()
+    outcome = outcome if outcome is not None else Outcome()
     seq_config, fixed_config = medfuzz_config(plan, seed), medfuzz_config(plan, seed, "fixed")
     outcome.controls, outcome.alpha = seq_config.controls, seq_config.alpha
     delta_spec = spec.with_attacker(malformed_rate=DELTA_MALFORMED)
@@ -107,35 +126,35 @@ def validate_medfuzz(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None 
     # the δ run: accuracy (read from totals), p-values recomputed, Holm/BH vectors, power; both policies
     items = synthetic_items(plan.items, seed=seed + 1)
     results, scores, seq_tested = _run(items, delta_spec, seq_config)
-    outcome.checks += vm.accuracy_checks(items, delta_spec, seq_config, results, scores)
+    outcome.add(vm.accuracy_checks(items, delta_spec, seq_config, results, scores))
     bases = list(PlantedTarget(delta_spec, items).base.values())  # the planted b_i, not engine output
     simulated = vm.simulate_pvalues(bases, delta_spec, seq_config, plan.mc, seed=spec.seed + 1)
-    outcome.checks += vm.recompute_checks(f"{label}, {SEQUENTIAL}", seq_tested, scores, seq_config)
-    outcome.checks.append(vm.power_check(f"{label}, {SEQUENTIAL}", simulated["sequential"], scores, seq_config))
+    outcome.add(vm.recompute_checks(f"{label}, {SEQUENTIAL}", seq_tested, scores, seq_config))
+    outcome.add([vm.power_check(f"{label}, {SEQUENTIAL}", simulated["sequential"], scores, seq_config)])
     reported = [t.p_value for t in seq_tested if t.p_value is not None]
-    outcome.checks += vm.adjustment_checks(f"{label}, {SEQUENTIAL}: ", reported, note="the run's tested p-values")
+    outcome.add(vm.adjustment_checks(f"{label}, {SEQUENTIAL}: ", reported, note="the run's tested p-values"))
     if plan.fixed_items:  # the fixed policy's power (at ci its p-values are checked on the null run only)
         _, fixed_scores, fixed_tested = _run(items[:plan.fixed_items], delta_spec, fixed_config)
-        outcome.checks += vm.recompute_checks(f"{label}, {FIXED}", fixed_tested, fixed_scores, fixed_config)
+        outcome.add(vm.recompute_checks(f"{label}, {FIXED}", fixed_tested, fixed_scores, fixed_config))
         fixed_bases = list(PlantedTarget(delta_spec, items[:plan.fixed_items]).base.values())
         fixed_sim = vm.simulate_pvalues(fixed_bases, delta_spec, fixed_config, plan.mc, seed=spec.seed + 1)
-        outcome.checks.append(vm.power_check(f"{label}, {FIXED}", fixed_sim["fixed"], fixed_scores, fixed_config))
-        outcome.checks += vm.stream_checks(label, seq_tested, fixed_tested, seq_config)
+        outcome.add([vm.power_check(f"{label}, {FIXED}", fixed_sim["fixed"], fixed_scores, fixed_config)])
+        outcome.add(vm.stream_checks(label, seq_tested, fixed_tested, seq_config))
 
     # the null: calibration of the default test (one-sided, <= alpha) and of the fixed one and the paper's b/M
     null = spec.with_target(delta=0.0)
     null_items = synthetic_items(plan.null_items, seed=seed + 2)
     _, scores, seq_null = _run(null_items, null, seq_config)
-    outcome.checks += vm.recompute_checks(f"null, {SEQUENTIAL}", seq_null, scores, seq_config)
+    outcome.add(vm.recompute_checks(f"null, {SEQUENTIAL}", seq_null, scores, seq_config))
     checks, rows = vm.null_checks(f"null, {SEQUENTIAL}", seq_null, scores, seq_config)
-    outcome.checks += checks
     outcome.calibration += rows
+    outcome.add(checks)
     _, scores, fixed_null = _run(null_items[:plan.fixed_null_items], null, fixed_config)
-    outcome.checks += vm.recompute_checks(f"null, {FIXED}", fixed_null, scores, fixed_config)
+    outcome.add(vm.recompute_checks(f"null, {FIXED}", fixed_null, scores, fixed_config))
     checks, rows = vm.null_checks(f"null, {FIXED}", fixed_null, scores, fixed_config, plan.fixed_calibration)
-    outcome.checks += checks
     outcome.calibration += rows
-    outcome.checks += vm.stream_checks("null", seq_null, fixed_null, seq_config)
+    outcome.add(checks)
+    outcome.add(vm.stream_checks("null", seq_null, fixed_null, seq_config))
     outcome.null_pvalues = {
         "sequential": [t.p_value for t in seq_null if t.p_value is not None],
         "fixed": [t.p_value for t in fixed_null if t.p_value is not None],
@@ -188,7 +207,10 @@ def plot(outcome: Outcome, path: Path) -> Path:
     qq.axvline(alpha, color="grey", lw=0.8, ls=":")
     qq.set(xlabel="x", ylabel="share of null p-values ≤ x", xlim=(-0.02, 1.02), ylim=(-0.02, 1.02),
            title="Null model (δ = 0): p-value CDF (line: exact, markers: measured)")
-    qq.legend(fontsize=8)
+    if any(len(outcome.null_pvalues.get(key, [])) for key, _, _ in _ROWS):
+        qq.legend(fontsize=8)
+    else:  # --fail-fast stopped before the null runs
+        qq.text(0.5, 0.5, "null runs not run (--fail-fast stopped earlier)", ha="center", transform=qq.transAxes)
     for policy, rows in sorted(outcome.curve.items()):
         deltas = [r["delta"] for r in rows]
         line = power.plot(deltas, [r["planted"] for r in rows], "-", label=f"planted (Monte Carlo), {policy}")[0]
@@ -227,28 +249,47 @@ def write(outcome: Outcome, out: Path, size: str, seed: int) -> dict[str, Path]:
                             "calibration": [r.to_dict() for r in outcome.calibration],
                             "null_pvalues": outcome.null_pvalues, "controls": outcome.controls,
                             "power_curve": outcome.curve, "failed": len(outcome.failed),
+                            "fail_fast": {"stopped_in": outcome.stopped_in, "not_run": outcome.skipped},
                             "suite_errors": [c.statistic for c in suite_errors(outcome.checks)]}
     json_path = out / "validation.json"
     json_path.write_text(json.dumps(data, indent=2, default=float))
     return {"json": json_path, "plot": plot(outcome, out / "calibration.png")}
 
 
-def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> Outcome:
+def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None,
+             fail_fast: bool = False) -> Outcome:
+    """Every section's checks. With ``fail_fast`` the sections run cheapest first (at ci: the exact checks
+    in well under a second, p-hat, MedGuard, TCES, then MedFuzz, about half the run) and the run stops at the
+    first failing check: a defect that the cheap sections catch costs little, and no check is left out of a
+    run that passes (its verdict needs every check)."""
     from medfuzz.validation.exact import exact_checks
     from medfuzz.validation.medguard import validate_medguard
     from medfuzz.validation.phat import phat_checks
     from medfuzz.validation.tces import validate_tces
 
-    outcome = validate_medfuzz(size, seed, spec)
-    outcome.checks += phat_checks(PHAT_ITEMS[size], seed, spec)
-    outcome.checks += validate_tces(size, seed, spec)
-    outcome.checks += validate_medguard(n=100, seed=seed)
-    outcome.checks += exact_checks(outcome.alpha)
+    config = medfuzz_config(PLANS[size], seed)
+    outcome = Outcome(controls=config.controls, alpha=config.alpha, fail_fast=fail_fast)
+    sections: dict[str, Callable[[], object]] = {  # the table's order
+        "MedFuzz": lambda: validate_medfuzz(size, seed, spec, outcome),
+        "p-hat": lambda: outcome.add(phat_checks(PHAT_ITEMS[size], seed, spec)),
+        "TCES": lambda: outcome.add(validate_tces(size, seed, spec)),
+        "MedGuard": lambda: outcome.add(validate_medguard(n=100, seed=seed)),
+        "exact": lambda: outcome.add(exact_checks(outcome.alpha)),
+    }
+    order = list(sections)
+    if fail_fast:  # cheapest first (seconds of CPU at ci, measured: docs/performance.md)
+        order = ["exact", "p-hat", "MedGuard", "TCES", "MedFuzz"]
+    for i, name in enumerate(order):
+        try:
+            sections[name]()
+        except StopValidation:
+            outcome.stopped_in, outcome.skipped = name, order[i + 1:]
+            break
     return outcome
 
 
-def main(size: Size, out: Path, seed: int = 0, spec: str | None = None) -> int:
-    outcome = validate(size, seed, PlantedSpec.load(spec) if spec else None)
+def main(size: Size, out: Path, seed: int = 0, spec: str | None = None, fail_fast: bool = False) -> int:
+    outcome = validate(size, seed, PlantedSpec.load(spec) if spec else None, fail_fast=fail_fast)
     print(format_table(outcome.checks))
     print()
     print(calibration_table(outcome.calibration))
@@ -268,6 +309,9 @@ def main(size: Size, out: Path, seed: int = 0, spec: str | None = None) -> int:
         for c in vacuous:
             print(f"  - {c.method}: {c.statistic}: [{c.low:.4g}, {c.high:.4g}] covers [{c.lowest:.4g}, "
                   f"{c.highest:.4g}] (n={c.n})")
+    if outcome.stopped_in:
+        print(f"\nstopped at the first failing check (--fail-fast), in the {outcome.stopped_in} checks"
+              + (f"; not run: {', '.join(outcome.skipped)}" if outcome.skipped else ""))
     for kind, path in written.items():
         print(f"wrote {kind}: {path}")
     return 1 if failed else 0
