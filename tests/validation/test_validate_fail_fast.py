@@ -118,3 +118,5 @@ def test_the_cli_option_exits_1_and_says_where_it_stopped(sections, monkeypatch,
     written = json.loads((tmp_path / "validation.json").read_text())
     assert written["fail_fast"] == {"stopped_in": "exact", "not_run": ["p-hat", "MedGuard", "TCES", "MedFuzz"]}
     assert written["failed"] == 1
+    assert not (tmp_path / "calibration.png").exists()  # nothing to plot: the null runs did not run
+    assert "no calibration plot: the run stopped before the MedFuzz null runs" in printed
