@@ -2,10 +2,10 @@
 
 Each mutation replaces exactly one occurrence of a line fragment in a temporary copy of ``src/medfuzz`` and
 runs ``python -m medfuzz validate --size ci`` with ``PYTHONPATH`` pointing at the copy: the run must exit
-non-zero. The unmutated copy must exit 0 (one baseline run, first, of every check: it also fills the embedding
-cache the parallel runs then share). The mutated copies run with ``--fail-fast`` (cheapest sections first, stop
-at the first failing check), so a defect the exact checks catch costs a few seconds instead of a whole run.
-Two runs at a time (the CI machines have two cores), so the test is marked slow.
+non-zero. The unmutated copy must exit 0 (one baseline run of every check, started first: it also fills the
+embedding cache the other runs then share). The mutated copies run with ``--fail-fast`` (cheapest sections
+first, stop at the first failing check), so a defect the exact checks catch costs a few seconds instead of a
+whole run. Two runs at a time (the CI machines have two cores); marked slow.
 ``MEDFUZZ_MUTATION_REPORT=path.json`` writes the failed rows per defect (the mutants then run every check,
 as the report lists every row a defect fails).
 
@@ -193,18 +193,18 @@ def test_every_mutation_is_a_single_replacement_in_todays_source():
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
-    """Baseline first (alone, every check), then every mutation, two at a time, each stopping at its first
-    failing check (``--fail-fast``: a mutant only has to fail once) unless the report wants every failing row."""
-    baseline = validate(mutated_tree(tmp_path_factory.mktemp("baseline"), None))
-    results: dict[str, subprocess.CompletedProcess[str]] = {"baseline": baseline}
+    """The baseline (every check) and every mutation, two at a time, the baseline first. The mutants stop at
+    their first failing check (``--fail-fast``: a mutant only has to fail once) unless the report wants every
+    failing row. The baseline shares the pool rather than running alone: the embedding cache it fills is
+    written atomically, and a mutant that reaches TCES before it is written only computes the vectors again."""
     report = os.environ.get("MEDFUZZ_MUTATION_REPORT")
-    if baseline.returncode == 0:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            futures: dict[str, Future[subprocess.CompletedProcess[str]]] = {
-                m.name: pool.submit(lambda m=m: validate(mutated_tree(tmp_path_factory.mktemp(m.name), m),
-                                                         fail_fast=not report))
-                for m in MUTATIONS}
-            results.update({name: future.result() for name, future in futures.items()})
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures: dict[str, Future[subprocess.CompletedProcess[str]]] = {
+            "baseline": pool.submit(validate, mutated_tree(tmp_path_factory.mktemp("baseline"), None))}
+        futures.update({m.name: pool.submit(lambda m=m: validate(mutated_tree(tmp_path_factory.mktemp(m.name), m),
+                                                                 fail_fast=not report))
+                        for m in MUTATIONS})
+        results = {name: future.result() for name, future in futures.items()}
     if report:  # for docs/validation.md: which rows each defect failed
         Path(report).write_text(json.dumps({name: {"returncode": run.returncode, "failed": failing_rows(run.stdout)}
                                             for name, run in results.items()}, indent=2), encoding="utf-8")
@@ -228,3 +228,5 @@ def test_a_planted_defect_fails_the_validation(runs, mutation: Mutation):
     assert "Traceback" not in run.stderr, f"{mutation.name} crashed instead of failing a check:\n{run.stderr[-3000:]}"
     assert run.returncode != 0, f"{mutation.name} ({mutation.why}) passed every check"
     assert failing_rows(run.stdout), run.stdout[-3000:]
+    if not os.environ.get("MEDFUZZ_MUTATION_REPORT"):  # the mutants ran with --fail-fast: it stopped them
+        assert "stopped at the first failing check (--fail-fast)" in run.stdout, run.stdout[-3000:]
