@@ -19,7 +19,8 @@ from medfuzz.validation import run as validation_run
 from medfuzz.validation.checks import Check, exact_check
 from medfuzz.validation.run import Outcome, StopValidation, validate
 
-SECTIONS = ("MedFuzz", "p-hat", "TCES", "MedGuard", "exact")
+SECTIONS = ("MedFuzz δ run", "MedFuzz null runs", "p-hat", "TCES", "MedGuard", "exact")
+CHEAPEST_FIRST = ["exact", "p-hat", "MedGuard", "MedFuzz δ run", "TCES", "MedFuzz null runs"]
 
 
 def _check(section: str, measured: float) -> Check:
@@ -32,9 +33,10 @@ def sections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every section but the exact one replaced by a passing stand-in that records its call; returns the calls."""
     calls: list[str] = []
 
-    def medfuzz_section(size, seed, spec, outcome: Outcome) -> Outcome:
-        calls.append("MedFuzz")
-        outcome.add([_check("MedFuzz", 1.0)])
+    def medfuzz_section(size, seed, spec, outcome: Outcome, parts: tuple[str, ...]) -> Outcome:
+        name = {("delta",): "MedFuzz δ run", ("null",): "MedFuzz null runs"}[parts]
+        calls.append(name)
+        outcome.add([_check(name, 1.0)])
         return outcome
 
     def stand_in(name: str):
@@ -70,7 +72,7 @@ def test_without_fail_fast_every_section_runs_in_the_tables_order(sections):
 
 def test_a_passing_run_with_fail_fast_still_runs_every_section_cheapest_first(sections):
     outcome = validate("ci", fail_fast=True)
-    assert sections == ["exact", "p-hat", "MedGuard", "TCES", "MedFuzz"]
+    assert sections == CHEAPEST_FIRST
     assert not outcome.failed and not outcome.stopped_in and not outcome.skipped
     assert {c.method for c in outcome.checks} >= set(SECTIONS) - {"exact"}
 
@@ -79,7 +81,7 @@ def test_fail_fast_stops_in_the_section_of_the_first_failing_check(sections, mon
     _mean_of_one_over_k_swapped(monkeypatch)
     outcome = validate("ci", fail_fast=True)
     assert sections == ["exact"]
-    assert outcome.stopped_in == "exact" and outcome.skipped == ["p-hat", "MedGuard", "TCES", "MedFuzz"]
+    assert outcome.stopped_in == "exact" and outcome.skipped == CHEAPEST_FIRST[1:]
     assert [c.statistic for c in outcome.failed] == ["chance level of a uniform guess, options 4,5,5,3,2 = mean of 1/k"]
     # the same defect without --fail-fast: every section runs, the same check fails
     sections.clear()
@@ -91,8 +93,8 @@ def test_fail_fast_stops_in_the_section_of_the_first_failing_check(sections, mon
 def test_a_later_section_failing_stops_after_it(sections, monkeypatch):
     monkeypatch.setattr(tces, "validate_tces", lambda *a, **k: sections.append("TCES") or [_check("TCES", 0.5)])
     outcome = validate("ci", fail_fast=True)
-    assert sections == ["exact", "p-hat", "MedGuard", "TCES"]
-    assert outcome.stopped_in == "TCES" and outcome.skipped == ["MedFuzz"]
+    assert sections == CHEAPEST_FIRST[:5]
+    assert outcome.stopped_in == "TCES" and outcome.skipped == ["MedFuzz null runs"]
     assert [c.method for c in outcome.failed] == ["TCES"]
 
 
@@ -112,11 +114,11 @@ def test_the_cli_option_exits_1_and_says_where_it_stopped(sections, monkeypatch,
     _mean_of_one_over_k_swapped(monkeypatch)
     assert cli_main(["validate", "--size", "ci", "--fail-fast", "--out", str(tmp_path)]) == 1
     printed = capsys.readouterr().out
-    assert "stopped at the first failing check (--fail-fast), in the exact checks; not run: p-hat, MedGuard, TCES, " \
-           "MedFuzz" in printed
+    assert "stopped at the first failing check (--fail-fast), in the exact checks; not run: p-hat, MedGuard, " \
+           "MedFuzz δ run, TCES, MedFuzz null runs" in printed
     assert "FAIL" in printed
     written = json.loads((tmp_path / "validation.json").read_text())
-    assert written["fail_fast"] == {"stopped_in": "exact", "not_run": ["p-hat", "MedGuard", "TCES", "MedFuzz"]}
+    assert written["fail_fast"] == {"stopped_in": "exact", "not_run": CHEAPEST_FIRST[1:]}
     assert written["failed"] == 1
     assert not (tmp_path / "calibration.png").exists()  # nothing to plot: the null runs did not run
     assert "no calibration plot: the run stopped before the MedFuzz null runs" in printed
