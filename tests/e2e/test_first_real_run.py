@@ -39,8 +39,11 @@ def _run(server: PlantedServer, out: Path, key: str) -> subprocess.CompletedProc
     lm_eval = (f"local-completions:model={server.target_name},base_url={server.base_url}/completions,"
                "tokenizer_backend=remote,num_concurrent=8")
     env = {**os.environ, **server.inspect_env(), "PLANTED_API_KEY": key, "OPENAI_API_KEY": key}
+    # --limit 3 (it was 6): every property below still shows (rates of exactly 0 and 1 in both harnesses, about
+    # 40 faults served, the canary scan, the free re-run) at about 60 % of the time: the lm-eval half, whose
+    # requests scale with the items, was two thirds of it (docs/performance.md, P10)
     command = [sys.executable, "-m", "medfuzz", "run", "--model", server.inspect_model(),
-               "--attacker", server.inspect_model(attacker=True), "--level", "quick", "--limit", "6",
+               "--attacker", server.inspect_model(attacker=True), "--level", "quick", "--limit", "3",
                "--attempt-timeout", "2", "--lm-eval", lm_eval, "--out", str(out)]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500, check=False)
 

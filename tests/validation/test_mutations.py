@@ -2,9 +2,12 @@
 
 Each mutation replaces exactly one occurrence of a line fragment in a temporary copy of ``src/medfuzz`` and
 runs ``python -m medfuzz validate --size ci`` with ``PYTHONPATH`` pointing at the copy: the run must exit
-non-zero. The unmutated copy must exit 0 (one baseline run, first: it also fills the embedding cache the
-parallel runs then share). Two runs at a time (the CI machines have two cores); 30 runs of ~20 s of CPU
-each, so the test is marked slow. ``MEDFUZZ_MUTATION_REPORT=path.json`` writes the failed rows per defect.
+non-zero. The unmutated copy must exit 0 (one baseline run of every check, started first: it also fills the
+embedding cache the other runs then share). The mutated copies run with ``--fail-fast`` (cheapest sections
+first, stop at the first failing check), so a defect the exact checks catch costs a few seconds instead of a
+whole run. Two runs at a time (the CI machines have two cores); marked slow.
+``MEDFUZZ_MUTATION_REPORT=path.json`` writes the failed rows per defect (the mutants then run every check,
+as the report lists every row a defect fails).
 
 A mutation whose catching check is absent from the source tree is ``xfail`` with the reason in ``needs`` (the
 stratified bootstrap needs MedGuard's principle/overall SE checks, ``index_se_checks`` in
@@ -168,9 +171,10 @@ def mutated_tree(root: Path, mutation: Mutation | None) -> Path:
     return root
 
 
-def validate(root: Path) -> subprocess.CompletedProcess[str]:
+def validate(root: Path, fail_fast: bool = False) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(root), "MEDFUZZ_CALL_CACHE": "off", "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, "-m", "medfuzz", "validate", "--size", "ci", "--out", str(root / "out")],
+    command = [sys.executable, "-m", "medfuzz", "validate", "--size", "ci", "--out", str(root / "out")]
+    return subprocess.run(command + (["--fail-fast"] if fail_fast else []),
                           cwd=root, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
@@ -189,16 +193,18 @@ def test_every_mutation_is_a_single_replacement_in_todays_source():
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
-    """Baseline first (alone), then every mutation, two at a time."""
-    baseline = validate(mutated_tree(tmp_path_factory.mktemp("baseline"), None))
-    results: dict[str, subprocess.CompletedProcess[str]] = {"baseline": baseline}
-    if baseline.returncode == 0:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            futures: dict[str, Future[subprocess.CompletedProcess[str]]] = {
-                m.name: pool.submit(lambda m=m: validate(mutated_tree(tmp_path_factory.mktemp(m.name), m)))
-                for m in MUTATIONS}
-            results.update({name: future.result() for name, future in futures.items()})
+    """The baseline (every check) and every mutation, two at a time, the baseline first. The mutants stop at
+    their first failing check (``--fail-fast``: a mutant only has to fail once) unless the report wants every
+    failing row. The baseline shares the pool rather than running alone: the embedding cache it fills is
+    written atomically, and a mutant that reaches TCES before it is written only computes the vectors again."""
     report = os.environ.get("MEDFUZZ_MUTATION_REPORT")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures: dict[str, Future[subprocess.CompletedProcess[str]]] = {
+            "baseline": pool.submit(validate, mutated_tree(tmp_path_factory.mktemp("baseline"), None))}
+        futures.update({m.name: pool.submit(lambda m=m: validate(mutated_tree(tmp_path_factory.mktemp(m.name), m),
+                                                                 fail_fast=not report))
+                        for m in MUTATIONS})
+        results = {name: future.result() for name, future in futures.items()}
     if report:  # for docs/validation.md: which rows each defect failed
         Path(report).write_text(json.dumps({name: {"returncode": run.returncode, "failed": failing_rows(run.stdout)}
                                             for name, run in results.items()}, indent=2), encoding="utf-8")
@@ -222,3 +228,5 @@ def test_a_planted_defect_fails_the_validation(runs, mutation: Mutation):
     assert "Traceback" not in run.stderr, f"{mutation.name} crashed instead of failing a check:\n{run.stderr[-3000:]}"
     assert run.returncode != 0, f"{mutation.name} ({mutation.why}) passed every check"
     assert failing_rows(run.stdout), run.stdout[-3000:]
+    if not os.environ.get("MEDFUZZ_MUTATION_REPORT"):  # the mutants ran with --fail-fast: it stopped them
+        assert "stopped at the first failing check (--fail-fast)" in run.stdout, run.stdout[-3000:]

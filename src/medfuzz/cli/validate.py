@@ -10,7 +10,7 @@ from typing import Any
 def _validate(args: argparse.Namespace) -> int:
     from medfuzz.validation.run import main as validate_main
 
-    return validate_main(args.size, Path(args.out), seed=args.seed, spec=args.spec)
+    return validate_main(args.size, Path(args.out), seed=args.seed, spec=args.spec, fail_fast=args.fail_fast)
 
 
 def add_parser(commands: Any) -> None:
@@ -19,4 +19,7 @@ def add_parser(commands: Any) -> None:
     validate.add_argument("--out", default="medfuzz-validation", help="folder for validation.json and the plot")
     validate.add_argument("--seed", type=int, default=0)
     validate.add_argument("--spec", default=None, help="a planted spec YAML (default: the bundled one)")
+    validate.add_argument("--fail-fast", action="store_true",
+                          help="run the cheapest checks first and stop at the first failing one (exit 1); for "
+                               "checking a change quickly: a passing run still runs every check")
     validate.set_defaults(func=_validate)

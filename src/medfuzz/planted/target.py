@@ -28,6 +28,7 @@ from medfuzz.planted.text import (
     contains_phrase,
     find_question,
     sentences,
+    text_key,
     wants_answer_line,
 )
 
@@ -40,8 +41,7 @@ class Reply:
     letter_probs: dict[str, float] | None = None
 
 
-def _key(text: str) -> str:
-    return normalise_text(text)
+_key = text_key
 
 
 class PlantedTarget:
@@ -59,6 +59,8 @@ class PlantedTarget:
         self.planted_distractor: dict[str, str] = {}
         self._by_options: dict[frozenset[str], list[MCQItem]] = {}
         self._by_stem: list[tuple[str, MCQItem]] = []
+        self._stem_key: dict[str, str] = {}  # item id -> its stem's key (the rule looks it up on every call)
+        self._answer_key: dict[str, str] = {}  # item id -> the key's option text, as a key
         for item in items:
             if t.accuracy == "beta":
                 raw = float(np.random.default_rng(derive_seed(spec.seed, "accuracy", item.id)).beta(t.beta_a, t.beta_b))
@@ -73,7 +75,9 @@ class PlantedTarget:
             self.planted_distractor[item.id] = random.Random(derive_seed(spec.seed, "distractor", item.id)).choice(
                 distractors)
             self._by_options.setdefault(frozenset(_key(o) for o in item.clean_options().values()), []).append(item)
-            self._by_stem.append((_key(item.clean_question()), item))
+            self._stem_key[item.id] = _key(item.clean_question())
+            self._answer_key[item.id] = _key(item.clean_options()[item.answer])
+            self._by_stem.append((self._stem_key[item.id], item))
 
     # ----------------------------------------------------------------------------------------- the rule
 
@@ -81,9 +85,9 @@ class PlantedTarget:
         """The item a question shows. An item whose options and stem are both shown wins; then an item whose
         stem is shown (TCES keeps the stem, and a substitution can recreate another item's option set); then
         an item whose option set is shown (MedFuzz rewrites the stem and keeps the options)."""
-        message = _key(question.message)
+        message = normalise_text(question.message)
         found = self._by_options.get(frozenset(_key(o) for o in question.options.values()), [])
-        both = [item for item in found if _key(item.clean_question()) in message]
+        both = [item for item in found if self._stem_key[item.id] in message]
         if both:
             return both[0]
         by_stem = next((item for stem, item in self._by_stem if stem and stem in message), None)
@@ -99,7 +103,7 @@ class PlantedTarget:
         letters = question.letters
         item = self.identify(question)
         by_text = {_key(text): letter for letter, text in question.options.items()}
-        key_letter = by_text.get(_key(item.clean_options()[item.answer])) if item else None
+        key_letter = by_text.get(self._answer_key[item.id]) if item else None
         if item is None or key_letter is None:
             probs = {letter: 1.0 / len(letters) for letter in letters}
         else:

@@ -15,10 +15,10 @@ from functools import cached_property
 
 import numpy as np
 
-from medfuzz.benchmarks.answers import normalise_text
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.options import ConfigError
 from medfuzz.planted.spec import TCESSpec
+from medfuzz.planted.text import text_key
 from medfuzz.samplers.vocab import Vocabulary, name_tokens, normalise_name
 
 
@@ -36,10 +36,10 @@ class Substitution:
 def changed_option(original: dict[str, str], shown: dict[str, str]) -> tuple[str, str, str] | None:
     """(shown letter, original text, new text) when exactly one original option is replaced by a new text
     (order may differ), else None."""
-    before = {normalise_text(text) for text in original.values()}
-    after = {normalise_text(text) for text in shown.values()}
-    new = [(letter, text) for letter, text in shown.items() if normalise_text(text) not in before]
-    gone = [text for text in original.values() if normalise_text(text) not in after]
+    before = {text_key(text) for text in original.values()}
+    after = {text_key(text) for text in shown.values()}
+    new = [(letter, text) for letter, text in shown.items() if text_key(text) not in before]
+    gone = [text for text in original.values() if text_key(text) not in after]
     if len(new) != 1 or len(gone) != 1:
         return None
     return new[0][0], gone[0], new[0][1]

@@ -5,6 +5,7 @@ on the chat rendering the planted lm-eval ``LM`` uses (``render_chat``), so ever
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,9 +109,17 @@ def wants_answer_line(messages: Sequence[ChatMessage]) -> bool:
     return "ANSWER: $" in last or "'ANSWER:" in last
 
 
+@functools.lru_cache(maxsize=8192)
+def text_key(text: str) -> str:
+    """``normalise_text`` of an option, a stem sentence or a phrase, memoised: the planted rule compares the
+    same few thousand texts on every call (about 700,000 normalisations in one ``medfuzz validate --size ci``,
+    a fifth of its CPU). Bounded; whole prompts, which rarely repeat, go to ``normalise_text`` directly."""
+    return normalise_text(text)
+
+
 def contains_phrase(text: str, phrases: Sequence[str]) -> bool:
     low = normalise_text(text)
-    return any(normalise_text(p) in low for p in phrases)
+    return any(text_key(p) in low for p in phrases)
 
 
 def sentences(text: str) -> list[str]:

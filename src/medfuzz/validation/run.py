@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,10 @@ DELTA_MALFORMED = 0.4
 SEQUENTIAL, FIXED = "sequential (default)", "fixed"
 
 
+class StopValidation(Exception):
+    """``fail_fast``: a check just failed, so the run stops here (``Outcome.add``)."""
+
+
 @dataclass
 class Outcome:
     checks: list[Check] = field(default_factory=list)
@@ -75,6 +80,17 @@ class Outcome:
     alpha: float = 0.05
     calibration: list[vm.Calibration] = field(default_factory=list)
     curve: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    # ``--fail-fast``: stop at the first failing check (the run's verdict is then known: it fails) ...
+    fail_fast: bool = False
+    # ... and the section it stopped in, and the sections it skipped ("" and [] when every section ran)
+    stopped_in: str = ""
+    skipped: list[str] = field(default_factory=list)
+
+    def add(self, checks: Iterable[Check]) -> None:
+        """Record ``checks``; with ``fail_fast``, raise ``StopValidation`` as soon as one of them fails."""
+        self.checks += checks
+        if self.fail_fast and self.failed:
+            raise StopValidation
 
     @property
     def failed(self) -> list[Check]:
@@ -95,47 +111,65 @@ def _run(items: list, spec: PlantedSpec, config: MedFuzzConfig) -> tuple[list, l
     return results, scores, vm.tested_attacks(results, scores, config)
 
 
-def validate_medfuzz(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> Outcome:
+MEDFUZZ_PARTS = ("delta", "null")  # the δ run (at ci: ~2 s of CPU) and the null runs (~7 s), independent
+
+
+def validate_medfuzz(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None,
+                     outcome: Outcome | None = None, parts: tuple[str, ...] = MEDFUZZ_PARTS) -> Outcome:
+    """The MedFuzz checks of ``parts``, added to ``outcome`` (a new one by default); with ``outcome.fail_fast``
+    the first failing group of checks raises ``StopValidation`` before the next (costlier) run."""
     plan = PLANS[size]
     spec = (spec or PlantedSpec.load()).with_target(data="none")
-    outcome = Outcome()
+    outcome = outcome if outcome is not None else Outcome()
     seq_config, fixed_config = medfuzz_config(plan, seed), medfuzz_config(plan, seed, "fixed")
     outcome.controls, outcome.alpha = seq_config.controls, seq_config.alpha
+    if "delta" in parts:
+        _delta_run(plan, seed, spec, outcome, seq_config, fixed_config)
+    if "null" in parts:
+        _null_runs(plan, seed, spec, outcome, seq_config, fixed_config)
+    return outcome
+
+
+def _delta_run(plan: Plan, seed: int, spec: PlantedSpec, outcome: Outcome, seq_config: MedFuzzConfig,
+               fixed_config: MedFuzzConfig) -> None:
+    """The δ run: accuracy (read from totals), p-values recomputed, Holm/BH vectors, power; both policies."""
     delta_spec = spec.with_attacker(malformed_rate=DELTA_MALFORMED)
     label = f"delta={spec.target.delta}"
-
-    # the δ run: accuracy (read from totals), p-values recomputed, Holm/BH vectors, power; both policies
     items = synthetic_items(plan.items, seed=seed + 1)
     results, scores, seq_tested = _run(items, delta_spec, seq_config)
-    outcome.checks += vm.accuracy_checks(items, delta_spec, seq_config, results, scores)
+    outcome.add(vm.accuracy_checks(items, delta_spec, seq_config, results, scores))
     bases = list(PlantedTarget(delta_spec, items).base.values())  # the planted b_i, not engine output
     simulated = vm.simulate_pvalues(bases, delta_spec, seq_config, plan.mc, seed=spec.seed + 1)
-    outcome.checks += vm.recompute_checks(f"{label}, {SEQUENTIAL}", seq_tested, scores, seq_config)
-    outcome.checks.append(vm.power_check(f"{label}, {SEQUENTIAL}", simulated["sequential"], scores, seq_config))
+    outcome.add(vm.recompute_checks(f"{label}, {SEQUENTIAL}", seq_tested, scores, seq_config))
+    outcome.add([vm.power_check(f"{label}, {SEQUENTIAL}", simulated["sequential"], scores, seq_config)])
     reported = [t.p_value for t in seq_tested if t.p_value is not None]
-    outcome.checks += vm.adjustment_checks(f"{label}, {SEQUENTIAL}: ", reported, note="the run's tested p-values")
+    outcome.add(vm.adjustment_checks(f"{label}, {SEQUENTIAL}: ", reported, note="the run's tested p-values"))
     if plan.fixed_items:  # the fixed policy's power (at ci its p-values are checked on the null run only)
         _, fixed_scores, fixed_tested = _run(items[:plan.fixed_items], delta_spec, fixed_config)
-        outcome.checks += vm.recompute_checks(f"{label}, {FIXED}", fixed_tested, fixed_scores, fixed_config)
+        outcome.add(vm.recompute_checks(f"{label}, {FIXED}", fixed_tested, fixed_scores, fixed_config))
         fixed_bases = list(PlantedTarget(delta_spec, items[:plan.fixed_items]).base.values())
         fixed_sim = vm.simulate_pvalues(fixed_bases, delta_spec, fixed_config, plan.mc, seed=spec.seed + 1)
-        outcome.checks.append(vm.power_check(f"{label}, {FIXED}", fixed_sim["fixed"], fixed_scores, fixed_config))
-        outcome.checks += vm.stream_checks(label, seq_tested, fixed_tested, seq_config)
+        outcome.add([vm.power_check(f"{label}, {FIXED}", fixed_sim["fixed"], fixed_scores, fixed_config)])
+        outcome.add(vm.stream_checks(label, seq_tested, fixed_tested, seq_config))
 
-    # the null: calibration of the default test (one-sided, <= alpha) and of the fixed one and the paper's b/M
+
+def _null_runs(plan: Plan, seed: int, spec: PlantedSpec, outcome: Outcome, seq_config: MedFuzzConfig,
+               fixed_config: MedFuzzConfig) -> None:
+    """The null: calibration of the default test (one-sided, <= alpha), of the fixed one and of the paper's b/M;
+    at full size the power curve over δ."""
     null = spec.with_target(delta=0.0)
     null_items = synthetic_items(plan.null_items, seed=seed + 2)
     _, scores, seq_null = _run(null_items, null, seq_config)
-    outcome.checks += vm.recompute_checks(f"null, {SEQUENTIAL}", seq_null, scores, seq_config)
+    outcome.add(vm.recompute_checks(f"null, {SEQUENTIAL}", seq_null, scores, seq_config))
     checks, rows = vm.null_checks(f"null, {SEQUENTIAL}", seq_null, scores, seq_config)
-    outcome.checks += checks
     outcome.calibration += rows
+    outcome.add(checks)
     _, scores, fixed_null = _run(null_items[:plan.fixed_null_items], null, fixed_config)
-    outcome.checks += vm.recompute_checks(f"null, {FIXED}", fixed_null, scores, fixed_config)
+    outcome.add(vm.recompute_checks(f"null, {FIXED}", fixed_null, scores, fixed_config))
     checks, rows = vm.null_checks(f"null, {FIXED}", fixed_null, scores, fixed_config, plan.fixed_calibration)
-    outcome.checks += checks
     outcome.calibration += rows
-    outcome.checks += vm.stream_checks("null", seq_null, fixed_null, seq_config)
+    outcome.add(checks)
+    outcome.add(vm.stream_checks("null", seq_null, fixed_null, seq_config))
     outcome.null_pvalues = {
         "sequential": [t.p_value for t in seq_null if t.p_value is not None],
         "fixed": [t.p_value for t in fixed_null if t.p_value is not None],
@@ -154,7 +188,6 @@ def validate_medfuzz(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None 
             outcome.curve.setdefault(policy, []).append({
                 "delta": delta, "planted": float(np.mean(simulated[policy] <= config.alpha * (1 + 1e-9))),
                 "measured": hits / n if n else math.nan, "n": n})
-    return outcome
 
 
 _ROWS = (("sequential", "sequential h/l (default)", "o"), ("fixed", "fixed (b+1)/(M+1)", "x"),
@@ -222,33 +255,56 @@ def calibration_table(rows: list[vm.Calibration]) -> str:
 
 
 def write(outcome: Outcome, out: Path, size: str, seed: int) -> dict[str, Path]:
+    """validation.json, and the calibration plot where there is something to plot."""
     out.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {"size": size, "seed": seed, "checks": [c.to_dict() for c in outcome.checks],
                             "calibration": [r.to_dict() for r in outcome.calibration],
                             "null_pvalues": outcome.null_pvalues, "controls": outcome.controls,
                             "power_curve": outcome.curve, "failed": len(outcome.failed),
+                            "fail_fast": {"stopped_in": outcome.stopped_in, "not_run": outcome.skipped},
                             "suite_errors": [c.statistic for c in suite_errors(outcome.checks)]}
     json_path = out / "validation.json"
     json_path.write_text(json.dumps(data, indent=2, default=float))
+    if not outcome.null_pvalues and not outcome.curve:  # --fail-fast stopped before the null runs: no plot
+        return {"json": json_path}
     return {"json": json_path, "plot": plot(outcome, out / "calibration.png")}
 
 
-def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> Outcome:
+def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None,
+             fail_fast: bool = False) -> Outcome:
+    """Every section's checks. With ``fail_fast`` the sections run cheapest first (CPU at ci: the exact checks
+    0.4 s, p-hat 0.3 s, MedGuard 1.1 s, the MedFuzz δ run 2 s, TCES 5 s, the MedFuzz null runs 7 s) and the run
+    stops at the first failing check: a defect that the cheap sections catch costs little, and no check is left
+    out of a run that passes (its verdict needs every check)."""
     from medfuzz.validation.exact import exact_checks
     from medfuzz.validation.medguard import validate_medguard
     from medfuzz.validation.phat import phat_checks
     from medfuzz.validation.tces import validate_tces
 
-    outcome = validate_medfuzz(size, seed, spec)
-    outcome.checks += phat_checks(PHAT_ITEMS[size], seed, spec)
-    outcome.checks += validate_tces(size, seed, spec)
-    outcome.checks += validate_medguard(n=100, seed=seed)
-    outcome.checks += exact_checks(outcome.alpha)
+    config = medfuzz_config(PLANS[size], seed)
+    outcome = Outcome(controls=config.controls, alpha=config.alpha, fail_fast=fail_fast)
+    sections: dict[str, Callable[[], object]] = {  # the table's order
+        "MedFuzz δ run": lambda: validate_medfuzz(size, seed, spec, outcome, ("delta",)),
+        "MedFuzz null runs": lambda: validate_medfuzz(size, seed, spec, outcome, ("null",)),
+        "p-hat": lambda: outcome.add(phat_checks(PHAT_ITEMS[size], seed, spec)),
+        "TCES": lambda: outcome.add(validate_tces(size, seed, spec)),
+        "MedGuard": lambda: outcome.add(validate_medguard(n=100, seed=seed)),
+        "exact": lambda: outcome.add(exact_checks(outcome.alpha)),
+    }
+    order = list(sections)
+    if fail_fast:  # cheapest first (seconds of CPU at ci, measured: docs/performance.md)
+        order = ["exact", "p-hat", "MedGuard", "MedFuzz δ run", "TCES", "MedFuzz null runs"]
+    for i, name in enumerate(order):
+        try:
+            sections[name]()
+        except StopValidation:
+            outcome.stopped_in, outcome.skipped = name, order[i + 1:]
+            break
     return outcome
 
 
-def main(size: Size, out: Path, seed: int = 0, spec: str | None = None) -> int:
-    outcome = validate(size, seed, PlantedSpec.load(spec) if spec else None)
+def main(size: Size, out: Path, seed: int = 0, spec: str | None = None, fail_fast: bool = False) -> int:
+    outcome = validate(size, seed, PlantedSpec.load(spec) if spec else None, fail_fast=fail_fast)
     print(format_table(outcome.checks))
     print()
     print(calibration_table(outcome.calibration))
@@ -268,8 +324,13 @@ def main(size: Size, out: Path, seed: int = 0, spec: str | None = None) -> int:
         for c in vacuous:
             print(f"  - {c.method}: {c.statistic}: [{c.low:.4g}, {c.high:.4g}] covers [{c.lowest:.4g}, "
                   f"{c.highest:.4g}] (n={c.n})")
+    if outcome.stopped_in:
+        print(f"\nstopped at the first failing check (--fail-fast), in the {outcome.stopped_in} checks"
+              + (f"; not run: {', '.join(outcome.skipped)}" if outcome.skipped else ""))
     for kind, path in written.items():
         print(f"wrote {kind}: {path}")
+    if "plot" not in written:
+        print("no calibration plot: the run stopped before the MedFuzz null runs")
     return 1 if failed else 0
 
 
