@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from medfuzz import stats
 from medfuzz.cli import main as cli_main
-from medfuzz.scorers import stats
 from medfuzz.validation import exact, medguard, phat, tces
 from medfuzz.validation import run as validation_run
 from medfuzz.validation.checks import Check, exact_check
