@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from medfuzz.planted.server import PlantedServer
-from medfuzz.tasks.preflight import PreflightError, check_endpoint, check_lm_eval, endpoint_for
+from medfuzz.tasks.preflight import (
+    PreflightError,
+    check_endpoint,
+    check_inspect_models,
+    check_lm_eval,
+    endpoint_for,
+)
 from medfuzz.tasks.run_stop import FolderBusy, config_failure_of, error_text, folder_lock
 
 
@@ -51,6 +57,25 @@ def test_a_refused_connection_is_one_line_within_the_timeout() -> None:
     env = {"X_BASE_URL": f"http://127.0.0.1:{port}/v1", "X_API_KEY": "k"}
     with pytest.raises(PreflightError, match=r"cannot reach http://127.0.0.1:\d+/v1 \(.*Connection refused\)"):
         check_endpoint(endpoint_for("openai-api/x/m", env), timeout=2)
+
+
+def test_a_hosted_providers_client_is_built_with_no_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing key or package, or a provider Inspect does not know: one line before the tasks are built (it was a
+    traceback from the eval set, or the run's first call); a self-hosted provider other than an OpenAI-compatible
+    endpoint is said to be unchecked (its client would load the model)."""
+    monkeypatch.delenv("TOGETHER_API_KEY", raising=False)
+    with pytest.raises(PreflightError, match=r"^together/org/m: ERROR: Unable to initialise Together client No "
+                                             r"TOGETHER_API_KEY defined"):
+        check_inspect_models(["together/org/m"])
+    with pytest.raises(PreflightError, match=r"^nosuchprovider/x: Model API nosuchprovider of model "
+                                             r"'nosuchprovider/x' not recognized\. \(provider names: "):
+        check_inspect_models(["nosuchprovider/x"])
+    monkeypatch.setenv("TOGETHER_API_KEY", "not-a-real-key")
+    assert check_inspect_models(["together/org/m", "vllm/org/m", "medfuzz-template/attacker"]) == [
+        "together/org/m: the provider's client builds (package installed, key set); the key is tried by the first "
+        "call",
+        "vllm/org/m: not checked before the run (no cheap check for provider 'vllm'; a wrong name stops the run at "
+        "its first call)"]
 
 
 def test_lm_eval_model_names_and_remote_tokenizer_are_checked(planted: PlantedServer) -> None:

@@ -4,8 +4,10 @@ was given, and the lm-eval half's model arguments make a model lm-eval can build
 One failed check is one line (``PreflightError``) within seconds, instead of a suite that spends minutes
 finding out that every call fails the same way. A check costs no model call: an OpenAI-compatible endpoint is
 asked for its ``/models`` listing (authenticated, so a wrong key is refused there too); only an endpoint without
-that listing gets one request of one token. Providers whose check would cost a call or a client of their own
-(Anthropic, Google, ...) are not checked, and the run says so.
+that listing gets one request of one token. A hosted provider (Anthropic, Google, Together, ...) gets its SDK
+client built as Inspect builds it, with no request: a missing package or key, or a provider Inspect does not know,
+is one line before the tasks are built. Other self-hosted providers (vllm, hf, ...) are not checked (building
+their client would load the model), and the run says so.
 """
 
 from __future__ import annotations
@@ -126,18 +128,42 @@ def _check_by_call(endpoint: Endpoint, timeout: float) -> str:
 
 def check_inspect_models(models: Sequence[str], timeout: float = TIMEOUT) -> list[str]:
     """Every Inspect model of the run (targets and roles), once each: a line per model on what was checked."""
+    from medfuzz.tasks.suite import SELF_HOSTED
+
     lines = []
     for model in dict.fromkeys(models):
         provider = model.partition("/")[0]
         if provider in NO_CHECK:
             continue
         endpoint = endpoint_for(model)
-        if endpoint is None:
+        if endpoint is not None:
+            lines.append(check_endpoint(endpoint, timeout))
+        elif provider not in SELF_HOSTED:
+            lines.append(check_client(model))
+        else:
             lines.append(f"{model}: not checked before the run (no cheap check for provider {provider!r}; a wrong "
-                         "key or name stops the run at its first call)")
-            continue
-        lines.append(check_endpoint(endpoint, timeout))
+                         "name stops the run at its first call)")
     return lines
+
+
+def check_client(model: str) -> str:
+    """A hosted provider's client, built as Inspect builds it (its SDK client object: no request, no call): the
+    provider exists, its package is installed and its key is set. The key's validity is left to the first call,
+    which the run stops at (a configuration failure ends the eval set)."""
+    import re
+
+    from inspect_ai._util.error import PrerequisiteError
+    from inspect_ai.model import get_model
+
+    try:
+        get_model(model)
+    except PrerequisiteError as err:  # a missing package or key, in Inspect's words (rich markup off)
+        text = re.sub(r"\[/?[a-z ]+\]", "", str(getattr(err, "message", err)))
+        raise PreflightError(f"{model}: {' '.join(text.split())}") from None
+    except ValueError as err:  # Inspect's get_model: a provider it does not know
+        raise PreflightError(f"{model}: {err} (provider names: https://inspect.aisi.org.uk/providers.html)") \
+            from None
+    return f"{model}: the provider's client builds (package installed, key set); the key is tried by the first call"
 
 
 # ------------------------------------------------------------------------------------------------ lm-eval

@@ -119,6 +119,11 @@ class Backend:
     max_tasks: int | None = None  # runs at a time; None: eval_set's default (at least 10)
 
 
+# Inspect providers that run the model on this machine or on a server the user runs (everything else is a hosted
+# API: a provider's SDK client and its key)
+SELF_HOSTED = ("openai-api", "vllm", "sglang", "ollama", "llama-cpp-python", "hf", "transformer_lens")
+
+
 def backend_for(model: str) -> Backend:
     """Defaults for ``model`` (an Inspect model string, or ``embedded``)."""
     if model == EMBEDDED:
@@ -128,7 +133,7 @@ def backend_for(model: str) -> Backend:
                        "would interleave their prompts and evict it) and a deadline that covers a long reply on "
                        "2 cores", max_tasks=1)
     provider = model.split("/", 1)[0]
-    if provider in ("openai-api", "vllm", "sglang", "ollama", "llama-cpp-python", "hf", "transformer_lens"):
+    if provider in SELF_HOSTED:
         return Backend("OpenAI-compatible or local server", 16, 120, None,
                        "a self-hosted server batches concurrent requests: 16 connections; 120 s per attempt "
                        "covers a long reasoning reply on a loaded server")
