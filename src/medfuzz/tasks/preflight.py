@@ -146,20 +146,24 @@ def check_inspect_models(models: Sequence[str], timeout: float = TIMEOUT) -> lis
     return lines
 
 
+def prerequisite_text(err: BaseException) -> str:
+    """An Inspect ``PrerequisiteError``'s message as plain text (its rich markup, ``[bold]``..., left out)."""
+    import re
+
+    return re.sub(r"\[/?[a-z ]+\]", "", str(getattr(err, "message", err))).strip()
+
+
 def check_client(model: str) -> str:
     """A hosted provider's client, built as Inspect builds it (its SDK client object: no request, no call): the
     provider exists, its package is installed and its key is set. The key's validity is left to the first call,
     which the run stops at (a configuration failure ends the eval set)."""
-    import re
-
     from inspect_ai._util.error import PrerequisiteError
     from inspect_ai.model import get_model
 
     try:
         get_model(model)
-    except PrerequisiteError as err:  # a missing package or key, in Inspect's words (rich markup off)
-        text = re.sub(r"\[/?[a-z ]+\]", "", str(getattr(err, "message", err)))
-        raise PreflightError(f"{model}: {' '.join(text.split())}") from None
+    except PrerequisiteError as err:  # a missing package or key, in Inspect's words
+        raise PreflightError(f"{model}: {' '.join(prerequisite_text(err).split())}") from None
     except ValueError as err:  # Inspect's get_model: a provider it does not know
         raise PreflightError(f"{model}: {err} (provider names: https://inspect.aisi.org.uk/providers.html)") \
             from None

@@ -98,8 +98,9 @@ def run_suite_plan(plan: SuitePlan, how: RunOptions | None = None, summary_lines
     except (*USER_ERRORS, MedfuzzError) as err:
         return RunOutcome(1, error=str(err))
     except PrerequisiteError as err:  # Inspect's own (a missing API key, an unknown provider): its message alone
-        text = re.sub(r"\[/?[a-z ]+\]", "", str(getattr(err, "message", err)))  # rich markup off
-        return RunOutcome(1, error=text.strip())
+        from medfuzz.tasks.preflight import prerequisite_text
+
+        return RunOutcome(1, error=prerequisite_text(err))
     except ValueError as err:  # Inspect's get_model names an unknown provider with a bare ValueError
         if not UNKNOWN_PROVIDER.search(str(err)):
             raise
