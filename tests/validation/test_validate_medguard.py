@@ -135,3 +135,13 @@ def test_the_consistency_checks_fail_when_equity_units_collapse(monkeypatch, ite
     monkeypatch.setattr(scorer, "_same", lambda choices: False)
     checks = [c for c in sampling_checks(items) if "equity consistency" in c.statistic]
     assert len(checks) == 2 and not any(c.passed for c in checks), "\n" + format_table(checks)
+
+
+def test_every_statistical_medguard_check_states_its_power(items):
+    """Each check with an interval wider than a point names the defect it exists for and fails under it with
+    probability >= 0.8 (docs/validation.md: power)."""
+    checks = validate_medguard(n=100, seed=0)
+    statistical = [c for c in checks if c.high - c.low > 1e-6 and "constant" not in c.statistic]
+    assert len(statistical) == 19
+    for check in statistical:
+        assert check.defect and check.power >= 0.8, (check.statistic, check.defect, check.power)

@@ -154,6 +154,12 @@ def test_every_tces_check_passes_at_ci_size(ci_checks):
     assert len(asr_rows) == 15
     for check in asr_rows:
         assert check.defect and check.power >= vt.MIN_POWER, (check.statistic, check.defect, check.power)
+    # the simulated-interval rows (Gini-Simpson, reused-entity ranking, universal share) state their power too
+    simulated_rows = [c for c in ci_checks if c.statistic.partition(": ")[2].startswith(
+        ("Gini-Simpson of", "top-3 reused", "share of successes"))]
+    assert len(simulated_rows) == 8
+    for check in simulated_rows:
+        assert check.defect and check.power >= 0.8, (check.statistic, check.defect, check.power)
     walks = [c for c in ci_checks if "off the planted walk" in c.statistic]
     assert [c.statistic.split(":")[0] for c in walks] == ["near", "universal"]
     assert all(c.n > 100 and c.power >= 0.999 and "RandS" in c.defect for c in walks)

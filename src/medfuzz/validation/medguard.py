@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import stats
 
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed
@@ -45,7 +46,7 @@ from medfuzz.solvers.medguard.builders import BuildConfig, build
 from medfuzz.solvers.medguard.prompts import BASIC_TEMPLATE
 from medfuzz.solvers.medguard.taxonomy import EQUITY_POOL, PRINCIPLE_OF, RACES, SEXES, Aspect, Principle
 from medfuzz.stats import N_RESAMPLES
-from medfuzz.validation.checks import Check, exact_check, proportion_check, z
+from medfuzz.validation.checks import Check, binomial_power, exact_check, proportion_check, with_power, z
 
 METHOD = "MedGuard"
 EQUITY = (Aspect.GENDER_EQUITY, Aspect.RACE_EQUITY)
@@ -190,9 +191,21 @@ def index_se_checks(units: dict[Aspect, dict[str, float]], report: SafetyReport,
             checks.append(exact_check(METHOD, f"bootstrap SE of {name} = 0 (no variation)", 0.0, measured))
             continue
         half = z() * relative * analytic
-        checks.append(Check(METHOD, f"bootstrap SE of {name} = sqrt(Σ var_g/n_g)/K", analytic, measured,
-                            analytic - half, analytic + half, sum(map(len, groups)),
-                            note=f"{len(groups)} aspects resampled separately; MC sd {relative:.2%} of the SE"))
+        check = Check(METHOD, f"bootstrap SE of {name} = sqrt(Σ var_g/n_g)/K", analytic, measured,
+                      analytic - half, analytic + half, sum(map(len, groups)),
+                      note=f"{len(groups)} aspects resampled separately; MC sd {relative:.2%} of the SE")
+        # the defect: every unit pooled into one resampled sample (the groups not kept apart), whose ideal SE is
+        # sqrt(var/N) of the pooled units; its estimate from the same resamples has about the same relative error.
+        # A principle of one aspect pools nothing: there the defect is the units' SD printed as the SE
+        if len(groups) > 1:
+            wrong_se, wrong_relative = bootstrap_se_error([[v for g in groups for v in g]], n_resamples)
+            defect = f"the aspects' units pooled in one resample (SE {wrong_se:.4f})"
+        else:
+            wrong_se, wrong_relative = analytic * math.sqrt(len(groups[0])), relative
+            defect = f"one aspect: the units' SD printed as the SE ({wrong_se:.4f})"
+        power = float(stats.norm.cdf(check.low, wrong_se, wrong_relative * wrong_se)
+                      + stats.norm.sf(check.high, wrong_se, wrong_relative * wrong_se))
+        checks.append(with_power(check, defect, power))
     return checks
 
 
@@ -230,8 +243,9 @@ def sampling_checks(items: Sequence[MCQItem], p: float = 0.7, p2: float = 0.45, 
         # units of one run are independent given the plant, and so are the runs: the pooled count is a sum
         # of independent Bernoullis (Poisson-binomial where equity cases differ in k, narrower than the binomial)
         hits = sum(int(sum(run[aspect].values())) for run in runs)
-        checks.append(proportion_check(METHOD, f"p={p} model: {label}", planted, hits, len(values) * replicates,
-                                       note=f"{len(values)} units x {replicates} runs"))
+        check = proportion_check(METHOD, f"p={p} model: {label}", planted, hits, len(values) * replicates,
+                                 note=f"{len(values)} units x {replicates} runs")
+        checks.append(_with_defect(check, aspect, items, p))
     report = safety_report(units, seed=seed, n_resamples=N_RESAMPLES)
     worst, worst_name = 0.0, ""
     for aspect, index in report.aspects.items():
@@ -241,8 +255,13 @@ def sampling_checks(items: Sequence[MCQItem], p: float = 0.7, p2: float = 0.45, 
             if rel > worst:
                 worst, worst_name = rel, aspect.value
     # 9,999 resamples: the SE's own Monte-Carlo error is ~1/sqrt(2*9999) = 0.7 % (relative); allow 3 %
-    checks.append(Check(METHOD, "bootstrap SE / binomial SE - 1 (worst aspect)", 0.0, worst, -0.03, 0.03,
-                        len(report.aspects), note=f"worst: {worst_name}"))
+    smallest = min(index.n for index in report.aspects.values())
+    checks.append(with_power(
+        Check(METHOD, "bootstrap SE / binomial SE - 1 (worst aspect)", 0.0, worst, -0.03, 0.03,
+              len(report.aspects), note=f"worst: {worst_name}"),
+        # the ratio is then sqrt(n) - 1 >= sqrt(smallest aspect's n) - 1, far outside [-0.03, 0.03]
+        f"the units' SD printed as the SE (not divided by sqrt(n): ratio >= {math.sqrt(smallest) - 1:.1f})",
+        float(math.sqrt(smallest) - 1 > 0.03)))
     checks += index_se_checks(units, report)
     second = ask_all(PlantedTarget(base.with_target(constant=p2), items), items, seed + 1)
     units2 = aspect_units(second)
@@ -250,8 +269,13 @@ def sampling_checks(items: Sequence[MCQItem], p: float = 0.7, p2: float = 0.45, 
     scored2 = {k: v for k, v in units2.items() if k not in EQUITY}
     comparison = compare_models({"first": scored, "second": scored2}, exact=True)
     test = comparison.pairs[0].test
-    checks.append(proportion_check(METHOD, "McNemar b: only first right, p1(1-p2)", p * (1 - p2), test.b, test.n))
-    checks.append(proportion_check(METHOD, "McNemar c: only second right, p2(1-p1)", p2 * (1 - p), test.c, test.n))
+    for label, planted, count, swapped in (("McNemar b: only first right, p1(1-p2)", p * (1 - p2), test.b,
+                                             p2 * (1 - p)),
+                                            ("McNemar c: only second right, p2(1-p1)", p2 * (1 - p), test.c,
+                                             p * (1 - p2))):
+        check = proportion_check(METHOD, label, planted, count, test.n)
+        checks.append(with_power(check, f"b and c swapped (the models' order lost: {swapped:.3f})",
+                                 binomial_power(check, swapped)))
     from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
     first = [v for a in scored for _, v in sorted(scored[a].items())]
@@ -261,6 +285,27 @@ def sampling_checks(items: Sequence[MCQItem], p: float = 0.7, p2: float = 0.45, 
     reference = float(sm_mcnemar(table, exact=True).pvalue)
     checks.append(exact_check(METHOD, "McNemar exact p-value (statsmodels)", reference, test.pvalue, test.n))
     return checks
+
+
+def _mean_wrong_letter_share(items: Sequence[MCQItem], aspect: Aspect, p: float) -> float:
+    """P(the answer is a given distractor) for the p-model, averaged over ``aspect``'s items: what a score
+    against a distractor's letter (e.g. the key's letter before the option shuffle) would measure."""
+    ks = [len(i.options) for i in items if i.metadata.get("pool") == aspect.value]
+    return sum((1 - p) / (k - 1) for k in ks) / len(ks) if ks else math.nan
+
+
+def _with_defect(check: Check, aspect: Aspect, items: Sequence[MCQItem], p: float) -> Check:
+    """The p-model's rows with the power against their defect: an equity unit's variants not asked
+    independently (one answer reused: consistency 1); an accuracy aspect scored against a distractor's letter."""
+    if aspect in EQUITY:
+        # the weaker defect stays in view: consistency read as "every variant right" (p^V) is close to Σ P(j)^V
+        every_right = p ** VARIANTS[aspect]
+        return with_power(check, "the variants' answers not independent (one answer reused: consistency 1; "
+                          f"P(fail) against 'every variant right', p^{VARIANTS[aspect]} = {every_right:.3f}: "
+                          f"{binomial_power(check, every_right):.2f})", binomial_power(check, 1.0))
+    wrong = _mean_wrong_letter_share(items, aspect, p)
+    return with_power(check, f"scored against a distractor's letter (accuracy {wrong:.3f})",
+                      binomial_power(check, wrong))
 
 
 def _shown(item: MCQItem):

@@ -446,15 +446,45 @@ def _quantile_check(statistic: str, values: Sequence[float], measured: float, n:
                  lowest=lowest, highest=highest)
 
 
-def diversity_checks(regime: str, run: Run, world: World, universal: Sequence[int]) -> list[Check]:
+def _share_outside(check: Check, values: Sequence[float]) -> float:
+    """P(the check fails) when the statistic is distributed as ``values`` (simulated runs under a defect); a
+    run whose statistic is undefined (no success) fails as NaN would."""
+    values = np.asarray(values, dtype=np.float64)
+    inside = (values >= check.low - 1e-12) & (values <= check.high + 1e-12)
+    return float(np.mean(~inside)) if len(values) else math.nan
+
+
+def _strongest(check: Check, defects: Sequence[tuple[str, Sequence[float]]]) -> Check:
+    """``check`` with the defect, of ``defects`` (name, the statistic's simulated values under it), that it
+    catches with the highest probability."""
+    scored = sorted(((name, _share_outside(check, values)) for name, values in defects),
+                    key=lambda d: -1.0 if math.isnan(d[1]) else d[1], reverse=True)
+    if not scored:
+        return check
+    (name, power), rest = scored[0], scored[1:]
+    # the weaker defects stay in view: a row that only catches the crudest of them says so
+    also = "; ".join(f"{other}: {p:.2f}" for other, p in rest)
+    return with_power(check, f"{name} (P(fail) against {also})" if rest else name, power)
+
+
+def diversity_checks(regime: str, run: Run, world: World, universal: Sequence[int],
+                     others: Sequence[Run] = ()) -> list[Check]:
+    """Gini-Simpson of the run's adversarial entities and, with ``universal``, the share of that set among the
+    most reused ones, each against the central 99.9 % of simulated runs, with the power against another
+    sampler's law in the run's place (``others``: simulated on the same items) and, for Gini-Simpson, the
+    unbiased n/(n-1) normaliser."""
     summary = tces_scorer.summarise(run.records, top=max(1, len(universal)))
     simulated = _simulated_runs(run)
     note = f"central {LEVEL:.1%} of {len(simulated)} simulated runs"
     n = summary.successes
     # 1 - Σ q² lies in [0, 1 - 1/n] over n successes (n distinct entities reach the top)
-    checks = [_quantile_check(f"{regime}: Gini-Simpson of adversarial entities, {run.label}",
-                              [gini_simpson_of(rows) for rows in simulated], summary.gini_simpson,
-                              n, note, 0.0, 1.0 - 1.0 / n if n else 0.0)]
+    gini = _quantile_check(f"{regime}: Gini-Simpson of adversarial entities, {run.label}",
+                           [gini_simpson_of(rows) for rows in simulated], summary.gini_simpson,
+                           n, note, 0.0, 1.0 - 1.0 / n if n else 0.0)
+    unbiased = [gini_simpson_of(rows) * len(rows) / max(len(rows) - 1, 1) for rows in simulated]
+    checks = [_strongest(gini, [("the unbiased normaliser n/(n-1)", unbiased)] + [
+        (f"{other.label}'s law in its place", [gini_simpson_of(rows) for rows in _simulated_runs(other)])
+        for other in others])]
     # exact: the number medfuzz prints is 1 - Σ q² of the run's own successful replacements
     replaced = np.array([world.index.get(_norm(r["replacement"]), -1) for r in run.records
                          if r["outcome"] == "success"])
@@ -462,13 +492,18 @@ def diversity_checks(regime: str, run: Run, world: World, universal: Sequence[in
                               gini_simpson_of(replaced), summary.gini_simpson, n))
     if universal:
         planted_set = set(universal)
+
+        def recovered(rows: np.ndarray) -> float:
+            return len(planted_set & set(top_rows(rows, world.names, len(planted_set)))) / len(planted_set)
+
         top = [world.index.get(_norm(name), -1) for name, _ in summary.top_entities]
         precision = len(planted_set & set(top)) / len(planted_set)
-        checks.append(_quantile_check(
+        reuse = _quantile_check(
             f"{regime}: top-{len(planted_set)} reused entities in the universal set, {run.label}",
-            [len(planted_set & set(top_rows(rows, world.names, len(planted_set)))) / len(planted_set)
-             for rows in simulated], precision, summary.successes, note + " (share of the planted set recovered)",
-            0.0, 1.0))
+            [recovered(rows) for rows in simulated], precision, summary.successes,
+            note + " (share of the planted set recovered)", 0.0, 1.0)
+        checks.append(_strongest(reuse, [(f"{other.label}'s law in its place",
+                                          [recovered(rows) for rows in _simulated_runs(other)]) for other in others]))
     return checks
 
 
@@ -478,17 +513,27 @@ def _norm(name: str) -> str:
     return normalise_name(name)
 
 
-def universal_share_check(regime: str, run: Run, truths: Sequence[ItemTruth]) -> Check:
-    """Share of successful attacks whose entity is universal, against its Monte-Carlo value."""
+def _universal_share(run: Run, truths: Sequence[ItemTruth]) -> float:
     sim = run.simulated
     ok = (sim.query >= 1) & (sim.query <= run.config.budget)
     is_universal = np.array([t.universal[np.maximum(e, 0)] for t, e in zip(truths, sim.entity, strict=True)]) & ok
-    planted = float(is_universal.sum() / max(1, ok.sum()))
+    return float(is_universal.sum() / max(1, ok.sum()))
+
+
+def universal_share_check(regime: str, run: Run, truths: Sequence[ItemTruth], others: Sequence[Run] = ()) -> Check:
+    """Share of successful attacks whose entity is universal, against its Monte-Carlo value; its power against
+    another sampler's law in the run's place (``others``, simulated on the same items)."""
+    sim = run.simulated
+    ok = (sim.query >= 1) & (sim.query <= run.config.budget)
+    planted = _universal_share(run, truths)
     successes = [r for r in run.records if r["outcome"] == "success"]
     hits = sum(bool(truths[0].universal[run.world.index[_norm(r["replacement"])]]) for r in successes)
     mc_sd = math.sqrt(planted * (1 - planted) / max(1, ok.sum()))
-    return proportion_check(METHOD, f"{regime}: share of successes by a universal entity, {run.label}", planted,
-                            hits, len(successes), note="Monte Carlo", extra_sd=mc_sd)
+    check = proportion_check(METHOD, f"{regime}: share of successes by a universal entity, {run.label}", planted,
+                             hits, len(successes), note="Monte Carlo", extra_sd=mc_sd)
+    defects = [(f"{other.label}'s law in its place (share {_universal_share(other, truths):.3f})",
+                binomial_power(check, _universal_share(other, truths))) for other in others]
+    return with_power(check, *max(defects, key=lambda d: d[1])) if defects else check
 
 
 def budget_check(regime: str, run: Run) -> Check:
@@ -576,14 +621,9 @@ def denominator_checks(setup: Setup, regime: str, spec: PlantedSpec) -> list[Che
     simulated = simulate(setup.world, truths, config, setup.plan.mc,
                          derive_seed(setup.seed, "tces-mc", regime, "denominators", label))
     run = Run(label, config, records, simulated, setup.world, right)
-    # the samplers it could be confused with, simulated on the same attacked items (no attack run: only their
-    # planted ASR is read)
-    others = {}
-    for other in CONFUSED_WITH[label]:
-        other_config = config_for(other, dict(SAMPLERS)[other], spec, setup.vocabulary, setup.plan, setup.seed)
-        others[other] = Run(other, other_config, [], simulate(
-            setup.world, truths, other_config, setup.plan.mc,
-            derive_seed(setup.seed, "tces-mc", regime, "denominators", other)), setup.world, right)
+    # the samplers it could be confused with, simulated on the same attacked items (only their planted ASR is read)
+    others = {other: setup.simulated_only(f"{regime}, denominators", spec, other, right)
+              for other in CONFUSED_WITH[label]}
     return checks + asr_checks(prefix.rstrip(": "), run, budget, others, setup.plan.min_power)
 
 
@@ -634,6 +674,15 @@ class Setup:
     def truths(self, spec: PlantedSpec, items: Sequence[MCQItem] | None = None) -> list[ItemTruth]:
         return [item_truth(self.world, item, spec) for item in (self.items if items is None else items)]
 
+    def simulated_only(self, regime: str, spec: PlantedSpec, label: str, items: Sequence[MCQItem],
+                       reps: int | None = None) -> Run:
+        """Sampler ``label``'s planted law on ``items``, simulated only (no attack run, ``reps`` simulated runs,
+        default the plan's): what a defect that puts it in another sampler's place would produce."""
+        config = config_for(label, dict(SAMPLERS)[label], spec, self.vocabulary, self.plan, self.seed)
+        simulated = simulate(self.world, self.truths(spec, items), config, reps or self.plan.mc,
+                             derive_seed(self.seed, "tces-mc", regime, "confused", label))
+        return Run(label, config, [], simulated, self.world, list(items))
+
     def run(self, regime: str, spec: PlantedSpec, label: str, items: Sequence[MCQItem] | None = None) -> Run:
         """Attack every item (``items``, default the setup's) with sampler ``label`` against ``spec``'s target,
         and simulate the same attack."""
@@ -663,11 +712,15 @@ def validate_tces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = N
         budgets += [budget_check(regime, run) for run in runs.values()]
         if regime == "near+universal":
             for run in runs.values():
+                # a power is a share of simulated runs: a quarter of the plan's runs reads it to ±0.05
+                others = [setup.simulated_only(regime, regime_spec, other, run.items, setup.plan.mc // 4)
+                          for other in CONFUSED_WITH[run.label]]
                 # no reused-entity ranking for RandS here: the items' keys repeat (20 drug names), so names near a
                 # key are reused across items as often as the universal ones, and the ranking's planted interval
                 # is [0, 1] at full size (96 successes; the suite reported it as a check that cannot fail)
-                checks += diversity_checks(regime, run, setup.world, universal if run.label != "RandS" else [])
-                checks.append(universal_share_check(regime, run, setup.truths(regime_spec, run.items)))
+                checks += diversity_checks(regime, run, setup.world, universal if run.label != "RandS" else [],
+                                           others)
+                checks.append(universal_share_check(regime, run, setup.truths(regime_spec, run.items), others))
             continue
         for run in runs.values():
             checks += asr_checks(regime, run, setup.plan.budget, runs, setup.plan.min_power)
@@ -676,11 +729,13 @@ def validate_tces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = N
                                              run.config.zoo_neighbourhood))
         if regime == "near":
             checks.append(ordering_check(regime, runs[NEAR_SAMPLER], runs[FAR_SAMPLER]))
-            checks += diversity_checks(regime, runs[NEAR_SAMPLER], setup.world, [])
+            checks += diversity_checks(regime, runs[NEAR_SAMPLER], setup.world, [],
+                                       [runs[other] for other in CONFUSED_WITH[NEAR_SAMPLER]])
             checks += denominator_checks(setup, regime, regime_spec)
         else:
             checks.append(ordering_check(regime, runs[FAR_SAMPLER], runs[NEAR_SAMPLER]))
-            checks += diversity_checks(regime, runs[FAR_SAMPLER], setup.world, universal)
+            checks += diversity_checks(regime, runs[FAR_SAMPLER], setup.world, universal,
+                                       [runs[other] for other in CONFUSED_WITH[FAR_SAMPLER]])
     checks.insert(0, exact_check(METHOD, "clean accuracy, every run (key is the argmax at temperature 0)", 1.0,
                                  min(clean), setup.plan.items))
     # one row for every run's query counts (exact): the worst run decides
