@@ -42,7 +42,7 @@ class Method:
     blurb: str  # the line under the heading: what the numbers mean
     # --- the suite (``medfuzz run``)
     inspect_task: str  # the Inspect registry name of the task the suite runs ("medfuzz/tces_medqa")
-    run_rank: int  # the suite runs the chosen methods cheapest first (a misconfiguration shows early)
+    run_rank: float  # the suite runs the chosen methods cheapest first (a misconfiguration shows early)
     config: Callable[[], type] | None = None  # the method's config dataclass (its fields are task options)
     data_options: tuple[str, ...] = DATA_OPTIONS  # () for a method that reads no MedQA source (MedGuard)
     extra_options: tuple[str, ...] = ()  # task options outside the config and the data selection
