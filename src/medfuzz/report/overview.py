@@ -6,7 +6,9 @@ Every number comes from the code that computes it elsewhere: MedFuzz's counts fr
 (the pooled ratios of ``totals``) and its significance counts from ``report.medfuzz_logs.summary_of`` at the run's own
 α; TCES from ``scorers.tces.summarise``; MedGuard's indices, bootstrap SEs and chance levels from
 ``report.medguard`` (``safety_report`` / ``position_report``); Wilson intervals from ``medfuzz.stats.proportion``.
-lm-eval numbers are the ones lm-eval reported, with its own standard errors.
+lm-eval numbers are the ones lm-eval reported, with its own standard errors. The methods, their titles, order and
+notes come from the method registry (``records.methods``); a registered method without a reader here
+(``GLANCE_READERS``) shows the headline metrics its task logged (``headline_result``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from medfuzz.report.labels import label
 class Number:
     """One headline number: value with either a Wilson interval (``ci``, from ``k`` of ``n``) or an SE."""
 
-    metric: str  # the metric id (``labels.LABELS`` gives the words)
+    metric: str  # the metric id (``labels.label`` gives the words)
     value: float
     se: float | None = None
     ci: tuple[float, float] | None = None
@@ -366,7 +368,7 @@ def _result_html(result: MethodResult) -> str:
 
 def card_html(card: ModelCard) -> str:
     body = []
-    for method, title in ((key, m.title) for key, m in METHODS.items()):
+    for method, title in ((key, spec.title) for key, spec in METHODS.items()):  # every registered method
         found = card.of(method)
         if found:
             body += [_result_html(r) for r in found]
