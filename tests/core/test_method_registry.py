@@ -75,6 +75,12 @@ def probe() -> Iterator[Method]:
     assert before == METHODS  # the registry is as it was
 
 
+def test_the_data_options_are_the_data_selection_and_its_seed() -> None:
+    from medfuzz.benchmarks.selection import DataSelection
+
+    assert (*DataSelection.names(), "seed") == DATA_OPTIONS
+
+
 def test_the_plan_runs_bounds_and_hands_lm_eval_the_new_method(probe: Method, tmp_path: Path) -> None:
     from medfuzz.tasks.suite import SuitePlan, bound, build_tasks, lm_eval_tasks
 

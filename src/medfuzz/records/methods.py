@@ -1,7 +1,8 @@
 """The method registry: one ``Method`` per method medfuzz runs, collected in ``METHODS``, the one mapping the
 suite (``medfuzz run``'s plan, its option checks, its bound and its lm-eval half), lm-eval's option reader, the
-report (its sections, its first screen, ``summary.json``, ``model-index.yaml``, its labels) and the log reader
-(``keys.method_of``) loop over. A method is added by ``register``-ing one more spec; nothing else names it.
+report (its sections, its first screen, ``summary.json``, ``model-index.yaml``, its labels), the terminal
+summary and the log reader (``keys.method_of``) loop over. A method is added by ``register``-ing one more spec;
+the shells' own per-method tables (a first-screen reader, a summary block) are optional refinements.
 
 A spec holds what every layer may know: names, keys, option names and refusals, titles and labels, and the
 config dataclass (harness-free, loaded when asked). What only a shell holds is named here the way that shell
@@ -24,12 +25,13 @@ from functools import cache
 from typing import Any
 
 # the task options every MedQA-based method takes (``benchmarks.selection.DataSelection`` and the option shuffle's
-# seed); ``tests/core/test_suite.py`` holds them equal to DataSelection's fields
+# seed); ``tests/core/test_method_registry.py`` holds them equal to DataSelection's fields
 DATA_OPTIONS = ("data", "split", "limit", "shuffle_choices", "seed")
 
 
-def _always_key(method: str) -> Callable[[Mapping[str, Any]], str]:
-    return lambda args: method
+def _fixed_label(label: str) -> Callable[[Mapping[str, Any]], str]:
+    """A method whose every run has one label, whatever its task args."""
+    return lambda args: label
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ register(Method(
     blurb="Accuracy on the unmodified questions. Strict: Inspect's choice() scorer (the reply must end with "
           "'ANSWER: X'); lenient: the reply may name its option another way.",
     inspect_task="medfuzz/medqa_clean", run_rank=0, extra_options=("prompt_style",),
-    run_label=_always_key("clean baseline"), recorded=False,
+    run_label=_fixed_label("clean baseline"), recorded=False,
     lm_eval_family="clean", lm_eval_options=_selection_options, lm_eval_tasks=("medqa_clean",),
     lm_eval_names=("medqa_clean", "medmcqa_clean"), lm_eval_metrics=("acc",), lm_eval_headline=("acc",),
     key_parameters=("prompt_style", "shuffle_choices"), headline=("baseline_acc",),
