@@ -3,6 +3,8 @@
 The task shells (``medfuzz.tasks``) write these records and the report (``medfuzz.report``) reads them; both
 import this package, which imports no harness and neither shell, so the two shells never import each other.
 
+- ``methods``: the method registry, one spec per method in one mapping, which the suite, both harnesses' option
+  checks, the report and the summary loop over;
 - ``keys``: the metadata keys (``medfuzz_method``, ``medfuzz_suite``, ``medfuzz_shard``, ``medfuzz_model``) and
   ``method_of``, the one reading of which method a log is a run of (older logs included);
 - ``lm_eval_docs``: the lm-eval docs that hold several versions of a question, built by the hooks and decoded

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-METHOD_KEY = "medfuzz_method"  # Inspect task metadata: which method the task runs ("medfuzz", "tces", "medguard")
-RECORDED_METHODS = ("medfuzz", "tces", "medguard")  # the values the medfuzz tasks write under METHOD_KEY
+from medfuzz.records.methods import METHODS
+
+METHOD_KEY = "medfuzz_method"  # Inspect task metadata: which method the task runs (a ``records.methods`` key)
 SUITE_KEY = "medfuzz_suite"  # task metadata: the run's label in the suite (the logs are found by it)
 SHARD_KEY = "medfuzz_shard"  # a shard's task metadata: index k, count n, the run's samples, the slice's start/end
 # --metadata name of the model's name in the report (``report.runs.lm_eval_model_name``): lm-eval stores
@@ -19,15 +20,15 @@ LEGACY_MEDFUZZ_TASKS = ("medfuzz", "medfuzz_medqa", "medfuzz_medmcqa")
 
 
 def method_of(metadata: Mapping[str, Any] | None, task: str) -> str:
-    """The method an Inspect log is a run of ("medfuzz", "tces", "medguard", "baseline" or "other"), from its
-    task ``metadata`` and task name (``log.eval.metadata``, ``log.eval.task``).
+    """The method an Inspect log is a run of (a ``records.methods`` key, or "other"), from its task ``metadata``
+    and task name (``log.eval.metadata``, ``log.eval.task``).
 
     The recorded ``medfuzz_method`` decides, so a user's own ``@task`` built on ``medfuzz_task`` is reported as
     MedFuzz; logs written before that key are read by their task name (and MedGuard's ``medguard`` flag)."""
     metadata = metadata or {}
     recorded = metadata.get(METHOD_KEY)
-    if recorded in RECORDED_METHODS:
-        return str(recorded)
+    if isinstance(recorded, str) and recorded in METHODS and METHODS[recorded].recorded:
+        return recorded
     name = task.split("/")[-1]
     if recorded is None:  # an older log: its task name says what it ran
         if metadata.get("medguard") or name.startswith("medguard"):

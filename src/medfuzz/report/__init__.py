@@ -1,7 +1,8 @@
 """``medfuzz report``: plots and tables from Inspect logs and lm-eval results.
 
 Each method contributes a module here with ``render(log_paths, out_dir) -> list[Path]`` that picks out the
-logs it understands and ignores the rest; ``render_all`` runs every one that is installed, then writes
+logs it understands and ignores the rest (named by its spec in ``medfuzz.records.methods``; ``renderers``);
+``render_all`` runs every one that is installed, then writes
 ``index.html`` (``medfuzz.report.index``): one self-contained page over every run and every file written, with
 ``summary.json`` and ``model-index.yaml`` (``medfuzz.report.overview``) beside it. Every log is parsed once
 (``medfuzz.report._logs.read_once``), however many renderers look at it. The logs of a run split into shards
@@ -19,16 +20,24 @@ import importlib
 import json
 from pathlib import Path
 
+from medfuzz.records.methods import METHODS
 from medfuzz.report._logs import collect_logs
 from medfuzz.report.problems import Problems, describe
 
-__all__ = ["RENDERERS", "Rendered", "collect_logs", "render_all", "usable_logs"]
+__all__ = ["Rendered", "collect_logs", "render_all", "renderers", "usable_logs"]
 
-RENDERERS = {  # the page's section key -> the module that renders it
-    "medfuzz": "medfuzz.report.medfuzz", "tces": "medfuzz.report.tces",
-    "sweep": "medfuzz.report.sweep", "medguard": "medfuzz.report.medguard",
-    "compare": "medfuzz.report.compare",
-}
+# the renderers of the sections that are no method's; a method's renderer is named by its spec
+# (``records.methods.Method.renderer``, a module of this package)
+OTHER_RENDERERS = {"sweep": "medfuzz.report.sweep", "compare": "medfuzz.report.compare"}
+
+
+def renderers() -> dict[str, str]:
+    """The page's section key -> the module that renders it, in the page's order (``index.page_sections``)."""
+    from medfuzz.report.index import page_sections
+
+    named = {key: f"{__name__}.{method.renderer}" for key, method in METHODS.items() if method.renderer}
+    return {key: (named.get(key) or OTHER_RENDERERS[key]) for key in page_sections()
+            if key in named or key in OTHER_RENDERERS}
 
 
 class Rendered(dict[str, list[Path]]):
@@ -79,11 +88,12 @@ def render_all(paths: list[Path], out_dir: Path, echo: bool = True) -> Rendered:
 
 def _render_sections(logs: list[Path], out_dir: Path, written: Rendered, problems: Problems) -> dict[str, str]:
     """Each renderer, guarded; returns the message of each section that failed (section key -> message)."""
-    from medfuzz.report.index import METHODS
+    from medfuzz.report.index import page_sections
 
+    titles = page_sections()
     failed: dict[str, str] = {}
-    for key, name in RENDERERS.items():
-        title = METHODS.get(key, (key,))[0]
+    for key, name in renderers().items():
+        title = titles.get(key, (key,))[0]
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as err:

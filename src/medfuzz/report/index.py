@@ -30,27 +30,35 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.records.keys import METHOD_KEY, method_of
+from medfuzz.records.methods import METHODS
 from medfuzz.report._outputs import write_text_atomically
 from medfuzz.report.format import Shown, display, html_page, markdown_tables, path_like, table
 from medfuzz.report.problems import Problems
 
 INDEX = "index.html"
-METHODS = {  # section key -> (title, one line on what the numbers mean)
-    "baseline": ("Clean baselines", "Accuracy on the unmodified questions. Strict: Inspect's choice() scorer (the "
-                 "reply must end with 'ANSWER: X'); lenient: the reply may name its option another way."),
-    "medfuzz": ("MedFuzz", "An attacker LLM rewrites each question with patient characteristics that should not "
-                "change the answer; success = the target's answer flips (paper Algorithms 1-2)."),
-    "tces": ("TCES", "One entity in a distractor option is replaced by a type-consistent entity drawn by the "
-             "sampler; success = the answer leaves the key within the query budget."),
-    "sweep": ("TCES sweeps", "medfuzz sweep tces: accuracy after the attack and Gini-Simpson diversity against the "
-              "PDWS exponent n per entity type (paper Fig. 2), and ASR against DiscreteZOO's gradient points M "
-              "(App. E); the runs themselves are listed under TCES."),
-    "medguard": ("MedGuard", "Safety indices per aspect and principle (± bootstrap SE); pairwise McNemar tests "
-                 "between models."),
-    "compare": ("MedFuzz / TCES across models", "Attacked accuracy per model on the same items, pairwise exact "
-                "McNemar (Holm) and transfer: model B on model A's successful adversarial items."),
-    "lm-eval": ("lm-eval results", "Tasks run through lm-evaluation-harness (log-likelihood of the answer letters)."),
-}
+# the page's sections that are no method's: (key, title, blurb, the method section each follows; None: last)
+OTHER_SECTIONS = (
+    ("sweep", "TCES sweeps", "medfuzz sweep tces: accuracy after the attack and Gini-Simpson diversity against the "
+     "PDWS exponent n per entity type (paper Fig. 2), and ASR against DiscreteZOO's gradient points M (App. E); the "
+     "runs themselves are listed under TCES.", "tces"),
+    ("compare", "MedFuzz / TCES across models", "Attacked accuracy per model on the same items, pairwise exact "
+     "McNemar (Holm) and transfer: model B on model A's successful adversarial items.", "medguard"),
+    ("lm-eval", "lm-eval results", "Tasks run through lm-evaluation-harness (log-likelihood of the answer letters).",
+     None),
+)
+
+
+def page_sections() -> dict[str, tuple[str, str]]:
+    """Section key -> (title, one line on what the numbers mean), in the page's order: every registered method's
+    section (``records.methods``), each followed by the other sections that follow it, then the rest."""
+    out: dict[str, tuple[str, str]] = {}
+    for key, method in METHODS.items():
+        out[key] = (method.section, method.blurb)
+        out.update((other, (title, blurb)) for other, title, blurb, after in OTHER_SECTIONS if after == key)
+    out.update((other, (title, blurb)) for other, title, blurb, _ in OTHER_SECTIONS if other not in out)
+    return out
+
+
 @dataclass
 class RunCard:
     """What the page shows about one run."""
@@ -118,11 +126,6 @@ def _roles(log: Any) -> dict[str, str]:
         config = config[0] if isinstance(config, list) and config else config
         roles[str(role)] = str(getattr(config, "model", config))
     return roles
-
-
-KEY_PARAMETERS = {"medfuzz": ("turns", "replicates", "controls", "pvalue_prompt"),
-                  "tces": ("entity", "sampler", "n", "budget"), "medguard": ("strategy", "aspects"),
-                  "baseline": ("prompt_style", "shuffle_choices")}
 
 
 def _paired(metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -193,7 +196,8 @@ def inspect_card(path: Path) -> RunCard | None:
     max_calls = metadata.pop("max_calls", None)
     parameters = {**{k: v for k, v in metadata.items() if k not in (METHOD_KEY, "medguard")},
                   **(nested if isinstance(nested, dict) else {}), **(log.eval.task_args or {})}
-    key = ", ".join(f"{k} {_short(parameters[k])}" for k in KEY_PARAMETERS.get(method, ()) if k in parameters)
+    named = METHODS[method].key_parameters if method in METHODS else ()
+    key = ", ".join(f"{k} {_short(parameters[k])}" for k in named if k in parameters)
     card = RunCard(method=method, title=f"{log.eval.task} · {log.eval.model}" + (f" · {key}" if key else ""),
                    source=path, parameters=parameters, max_calls=dict(max_calls or {}))
     data = [str(part) for part in (metadata.get("benchmark") or log.eval.dataset.name,
@@ -379,7 +383,7 @@ def _file_html(path: Path, out_dir: Path) -> str:
 def _read_cards(logs: list[Path], problems: Problems, out_dir: Path) -> dict[str, list[RunCard]]:
     """The run card of each log; a log that should be a run and is not (an ``.eval`` that is not an Inspect log,
     a ``results_*.json`` that is not lm-eval's) is a problem."""
-    cards: dict[str, list[RunCard]] = {key: [] for key in METHODS}
+    cards: dict[str, list[RunCard]] = {key: [] for key in page_sections()}
     for path in logs:
         path = Path(path)
         before = len(problems)
@@ -426,7 +430,7 @@ def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path
     glance = {source: result for card in models for result in card.results for source in result.sources
               if len(result.sources) == 1}
     sections, nav = [], []
-    for key, (title, blurb) in [*METHODS.items(), ("other", ("Other Inspect runs", ""))]:
+    for key, (title, blurb) in [*page_sections().items(), ("other", ("Other Inspect runs", ""))]:
         runs, files = cards.get(key, []), list(written.get(key, []))
         if not runs and not files and key not in failed:
             continue

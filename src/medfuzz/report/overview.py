@@ -6,7 +6,9 @@ Every number comes from the code that computes it elsewhere: MedFuzz's counts fr
 (the pooled ratios of ``totals``) and its significance counts from ``report.medfuzz_logs.summary_of`` at the run's own
 α; TCES from ``scorers.tces.summarise``; MedGuard's indices, bootstrap SEs and chance levels from
 ``report.medguard`` (``safety_report`` / ``position_report``); Wilson intervals from ``medfuzz.stats.proportion``.
-lm-eval numbers are the ones lm-eval reported, with its own standard errors.
+lm-eval numbers are the ones lm-eval reported, with its own standard errors. The methods, their titles, order and
+notes come from the method registry (``records.methods``); a registered method without a reader here
+(``GLANCE_READERS``) shows the headline metrics its task logged (``headline_result``).
 """
 
 from __future__ import annotations
@@ -18,37 +20,23 @@ import json
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from medfuzz import stats
 from medfuzz.records.keys import METHOD_KEY, method_of
+from medfuzz.records.methods import METHODS, Method, by_lm_eval_task
 from medfuzz.report.format import number as number_text
 from medfuzz.report.labels import label
-
-METHOD_TITLES = {"baseline": "Clean baseline", "medfuzz": "MedFuzz", "tces": "TCES", "medguard": "MedGuard"}
-# one line per method on why the two harnesses' numbers differ, shown where the page has both
-HARNESS_NOTES = {
-    "baseline": "lm-eval's medqa_clean scores the most likely answer letter by log-likelihood, Inspect's scores the "
-                "answer the model generates (strict: its 'ANSWER: X' line), so the two can disagree on the same "
-                "items.",
-    "medfuzz": "lm-eval's medfuzz_* tasks score the letter log-likelihoods of the clean and the already fuzzed "
-               "question, Inspect's MedFuzz scores the answers the target generates while the attacker rewrites it "
-               "over K turns, so the two can disagree on the same items.",
-    "tces": "lm-eval's tces_* tasks score one substitution per item by letter log-likelihood (ASR@1); Inspect's "
-            "TCES searches up to B substitutions and scores generated answers (ASR@B).",
-    "medguard": "lm-eval's MedGuard scores the most likely answer letter; Inspect's scores the generated reply, "
-                "where a refusal or an unparsed reply counts as wrong.",
-}
 
 
 @dataclass
 class Number:
     """One headline number: value with either a Wilson interval (``ci``, from ``k`` of ``n``) or an SE."""
 
-    metric: str  # the metric id (``labels.LABELS`` gives the words)
+    metric: str  # the metric id (``labels.label`` gives the words)
     value: float
     se: float | None = None
     ci: tuple[float, float] | None = None
@@ -87,7 +75,7 @@ def wilson(metric: str, k: int, n: int, headline: bool = False) -> Number:
 class MethodResult:
     """One run (or one merged MedGuard model) of one method, as the glance card shows it."""
 
-    method: str  # medfuzz | tces | medguard
+    method: str  # a ``records.methods`` key
     harness: str  # Inspect | lm-eval
     title: str
     task: str
@@ -216,25 +204,23 @@ def _mean_of(chances: dict[Any, float], aspects: Iterable[Any]) -> float:
     return sum(found) / len(found) if found else math.nan
 
 
-LM_EVAL_METRICS = {"baseline": ("acc",), "medfuzz": ("clean_acc", "attacked_acc", "flip_rate"),
-                   "tces": ("clean_acc", "attacked_acc", "flip_rate"), "medguard": ("safety",)}
-
-
 def lm_eval_results(path: Path, data: dict[str, Any]) -> list[tuple[str, MethodResult]]:
-    """The numbers lm-eval reported for its medfuzz_* / tces_* tasks and the MedGuard group (else each subtask)."""
+    """The numbers lm-eval reported for each registered method's tasks (``Method.lm_eval_metrics``); a subtask
+    whose group reports as the same method and is among the results is left to the group (MedGuard's ten
+    aspects, shown by their group)."""
     from medfuzz.report.runs import lm_eval_model_name
 
     results = data.get("results") or {}
     counts = data.get("n-samples") or {}
-    subtasks = {t for group in (data.get("group_subtasks") or {}).values() for t in group}
+    grouped = {t for group, members in (data.get("group_subtasks") or {}).items() if group in results
+               for t in members if by_lm_eval_task(t) is not None and by_lm_eval_task(t) == by_lm_eval_task(group)}
     out = []
     for task, values in sorted(results.items()):
-        method = ("baseline" if task in LM_EVAL_BASELINES else
-                  next((m for m in ("medfuzz", "tces", "medguard") if task.startswith(m)), None))
-        if method is None or (method == "medguard" and task in subtasks and "medguard" in results):
+        method = by_lm_eval_task(task)
+        if method is None or task in grouped:
             continue
         numbers = []
-        for metric in LM_EVAL_METRICS[method]:
+        for metric in method.lm_eval_metrics:
             value = values.get(f"{metric},none")
             if not isinstance(value, int | float):
                 continue
@@ -242,15 +228,48 @@ def lm_eval_results(path: Path, data: dict[str, Any]) -> list[tuple[str, MethodR
             n = (counts.get(task) or {}).get("effective")
             numbers.append(Number(metric, float(value), se=float(stderr) if isinstance(stderr, int | float) else None,
                                   n=n if isinstance(n, int) else None,
-                                  headline=metric in ("flip_rate", "safety", "acc")))
+                                  headline=metric in method.lm_eval_headline))
         if numbers:
-            out.append((lm_eval_model_name(data), MethodResult(method, "lm-eval", f"{METHOD_TITLES[method]} · {task}",
+            out.append((lm_eval_model_name(data), MethodResult(method.key, "lm-eval", f"{method.title} · {task}",
                                                            task, task, numbers, [str(path)],
                                                            note="as lm-eval reported it, ± lm-eval's stderr")))
     return out
 
 
-LM_EVAL_BASELINES = ("medqa_clean", "medmcqa_clean")  # the letter log-likelihood baselines (accuracy "acc")
+def headline_result(log: Any, path: Path, method: Method) -> MethodResult | None:
+    """A registered method's first-screen result from its Inspect log alone: each of its ``headline`` metrics as
+    the task's scorer reported it, ± the ``<metric>_se`` or ``<metric>_stderr`` metric beside it when there is
+    one (what a new method shows before it has a reader of its own)."""
+    values = {name: m.value for s in (log.results.scores if log.results else []) for name, m in s.metrics.items()}
+    numbers = [Number(metric, float(values[metric]), se=_se_beside(values, metric), headline=True)
+               for metric in method.headline if isinstance(values.get(metric), int | float)]
+    if not numbers:
+        return None
+    metadata = log.eval.metadata or {}
+    dataset = str(metadata.get("benchmark") or log.eval.dataset.name or "?")
+    return MethodResult(method.key, "Inspect", f"{method.title} · {log.eval.task}", log.eval.task, dataset, numbers,
+                        [str(path)], note="as the task's scorer reported it")
+
+
+def _se_beside(values: dict[str, Any], metric: str) -> float | None:
+    found = next((values[f"{metric}{end}"] for end in ("_se", "_stderr") if f"{metric}{end}" in values), None)
+    return float(found) if isinstance(found, int | float) else None
+
+
+def glance_method(log: Any) -> str:
+    """Which reader a finished Inspect log goes to: the clean baseline by its scorer (its tasks record no
+    method), else ``method_of``; a task named like a baseline without the baseline's scorer is "other"."""
+    if (log.eval.metadata or {}).get(METHOD_KEY) is None and is_baseline(log):
+        return "baseline"
+    method = method_of(log.eval.metadata, log.eval.task)
+    return "other" if method == "baseline" else method
+
+
+# the registered methods' own first-screen readers (any other registered method: ``headline_result``); MedGuard's
+# logs are read together, per model (``medguard_results``), so its entry reads nothing here
+GLANCE_READERS: dict[str, Callable[[Any, Path], MethodResult | None] | None] = {
+    "baseline": baseline_result, "medfuzz": medfuzz_result, "tces": lambda log, path: tces_result(path),
+    "medguard": None}
 
 
 def build(paths: list[Path]) -> list[ModelCard]:
@@ -278,13 +297,13 @@ def build(paths: list[Path]) -> list[ModelCard]:
             continue
         if log.status != "success":
             continue  # a failed run has no numbers; its card carries the banner
-        method = (log.eval.metadata or {}).get(METHOD_KEY)
-        if method is None and is_baseline(log):
-            add(str(log.eval.model), baseline_result(log, path))
-        elif method == "tces":
-            add(str(log.eval.model), tces_result(path))
-        elif method_of(log.eval.metadata, log.eval.task) == "medfuzz":
-            add(str(log.eval.model), medfuzz_result(log, path))
+        method = glance_method(log)
+        if method in GLANCE_READERS:
+            reader = GLANCE_READERS[method]
+            if reader is not None:
+                add(str(log.eval.model), reader(log, path))
+        elif method in METHODS:  # a method with no reader of its own: its headline metrics as the task logs them
+            add(str(log.eval.model), headline_result(log, path, METHODS[method]))
     for model, result in medguard_results(list(paths)):
         add(model, result)
     merged = one_card_per_model(list(cards.values()))
@@ -294,8 +313,8 @@ def build(paths: list[Path]) -> list[ModelCard]:
 
 
 def result_order(result: MethodResult) -> tuple[int, bool, str, str]:
-    """A card's results: by method (``METHOD_TITLES``' order), Inspect before lm-eval, then title and task."""
-    rank = list(METHOD_TITLES).index(result.method) if result.method in METHOD_TITLES else len(METHOD_TITLES)
+    """A card's results: by method (the registry's order), Inspect before lm-eval, then title and task."""
+    rank = list(METHODS).index(result.method) if result.method in METHODS else len(METHODS)
     return rank, result.harness != "Inspect", result.title, result.task
 
 
@@ -324,7 +343,7 @@ def harness_notes(cards: list[ModelCard]) -> list[str]:
     for card in cards:
         for result in card.results:
             harnesses[result.method].add(result.harness)
-    return [f"{METHOD_TITLES[m]}: {HARNESS_NOTES[m]}" for m in METHOD_TITLES if len(harnesses[m]) > 1]
+    return [f"{method.title}: {method.harness_note}" for key, method in METHODS.items() if len(harnesses[key]) > 1]
 
 
 # ------------------------------------------------------------------------------------------- writing
@@ -349,7 +368,7 @@ def _result_html(result: MethodResult) -> str:
 
 def card_html(card: ModelCard) -> str:
     body = []
-    for method, title in METHOD_TITLES.items():
+    for method, title in ((key, spec.title) for key, spec in METHODS.items()):  # every registered method
         found = card.of(method)
         if found:
             body += [_result_html(r) for r in found]
@@ -426,8 +445,6 @@ def section_html(cards: list[ModelCard], problems: list[str]) -> str:
 
 SUMMARY = "summary.json"
 MODEL_INDEX = "model-index.yaml"
-TASK_NAMES = {"baseline": "Clean multiple-choice accuracy", "medfuzz": "MedFuzz adversarial robustness",
-              "tces": "TCES type-consistent entity substitution", "medguard": "MedGuard medical safety"}
 # model-index ``dataset.type``: the Hugging Face Hub dataset the loaders read (``benchmarks.loaders``; the demo
 # items are MedQA's own); MedGuard has no Hub dataset, so its upstream repository's id (github.com/ncbi-nlp/MedGuard),
 # which medfuzz's bundled build is drawn from, stands for it
@@ -445,10 +462,16 @@ def hub_dataset(result: MethodResult) -> dict[str, str]:
     return {"type": HF_MEDQA, "name": "MedQA-USMLE (4 options)"}
 
 
+def _task_name(method: str) -> str:
+    """The task's name in ``model-index.yaml`` (``Method.model_index_task``, else the method's title)."""
+    return (METHODS[method].model_index_task or METHODS[method].title) if method in METHODS else method
+
+
 def summary(cards: list[ModelCard]) -> dict[str, Any]:
     return {"format": "medfuzz report summary, version 1",
             "models": {c.model: {"results": [r.to_dict() for r in c.results],
-                                 "missing": [t for m, t in METHOD_TITLES.items() if not c.of(m)]} for c in cards},
+                                 "missing": [m.title for key, m in METHODS.items() if not c.of(key)]}
+                        for c in cards},
             "harness_notes": harness_notes(cards)}
 
 
@@ -469,7 +492,7 @@ def model_index(cards: list[ModelCard]) -> list[dict[str, Any]]:
             metrics = [{"type": n.metric, "value": round(n.value, 4), "name": f"{r.title}: {label(n.metric)}"}
                        for n in r.numbers if n.text is None and not math.isnan(n.value)]
             if metrics:
-                results.append({"task": {"type": task_type(r), "name": f"{TASK_NAMES[r.method]} ({r.harness})"},
+                results.append({"task": {"type": task_type(r), "name": f"{_task_name(r.method)} ({r.harness})"},
                                 "dataset": hub_dataset(r), "metrics": metrics})
         if results:
             entries.append({"name": card.model, "results": results})

@@ -27,21 +27,26 @@ import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from medfuzz.errors import MedfuzzError
 from medfuzz.options import ConfigError, flag, flag_values
 from medfuzz.records.keys import MODEL_LABEL, SHARD_KEY, SUITE_KEY
+from medfuzz.records.methods import METHODS as REGISTRY
+from medfuzz.records.methods import suite_order
 from medfuzz.tasks.suite_shard import shard_pair
 
 log = logging.getLogger(__name__)
 
-METHODS = ("baseline", "tces", "medguard", "medfuzz")
+METHODS = suite_order()  # the registered methods (``records.methods``), cheapest first: --methods' default
 EMBEDDED = "embedded"  # --model value: start the embedded SmolLM2 server
 TEMPLATE_ATTACKER = "template"  # --attacker value: the deterministic template attacker (no LLM)
 TEMPLATE_ATTACKER_MODEL = "medfuzz-template/attacker"
+
+
+PER_METHOD = {"method": True}  # a Level field named after a method: that method's settings
 
 
 @dataclass(frozen=True)
@@ -50,13 +55,24 @@ class Level:
 
     name: str
     summary: str
-    medfuzz: Mapping[str, Any] = field(default_factory=dict)
-    tces: tuple[Mapping[str, Any], ...] = ({"entity": "drugs"}, {"entity": "diseases"})
-    medguard: Mapping[str, Any] = field(default_factory=dict)
+    # per method (a ``records.methods`` key, marked PER_METHOD): its task options, one run per mapping
+    medfuzz: Mapping[str, Any] = field(default_factory=dict, metadata=PER_METHOD)
+    tces: tuple[Mapping[str, Any], ...] = field(default=({"entity": "drugs"}, {"entity": "diseases"}),
+                                                metadata=PER_METHOD)
+    medguard: Mapping[str, Any] = field(default_factory=dict, metadata=PER_METHOD)
     limits: Mapping[str, int] = field(default_factory=dict)  # per method, when --limit is not given
     generate: Mapping[str, Any] = field(default_factory=dict)  # Inspect generate config for every run
     data: str = "hf"  # the MedQA source when --data is not given
     lm_eval: Mapping[str, Any] = field(default_factory=dict)  # extra lm-eval --metadata for the lm-eval half
+
+    def settings_for(self, method: str) -> tuple[Mapping[str, Any], ...]:
+        """The task options this level gives one method: one run per mapping (TCES: one per entity and
+        sampler); a method the level does not name runs once, at its task's defaults."""
+        named = {f.name for f in fields(self) if f.metadata.get("method")}
+        if method not in named:
+            return ({},)
+        chosen = getattr(self, method)
+        return tuple(chosen) if isinstance(chosen, tuple) else (chosen,)
 
 
 LEVELS: dict[str, Level] = {
@@ -250,9 +266,9 @@ class SuitePlan:
             k, n = self.shard
             if not 1 <= k <= n:
                 raise ConfigError(f"--shard {k}/{n}: expected K/N with 1 <= K <= N (e.g. 2/4)")
-        unknown = [m for m in self.methods if m not in METHODS]
+        unknown = [m for m in self.methods if m not in REGISTRY]
         if unknown or not self.methods:
-            raise ConfigError(f"--methods: {unknown or 'nothing'} is not among {list(METHODS)}")
+            raise ConfigError(f"--methods: {unknown or 'nothing'} is not among {list(suite_order())}")
         if self.level not in LEVELS:
             raise ConfigError(f"--level: {self.level!r} is not one of {list(LEVELS)}")
         # the level's defaults are the plan's, so the suite scripted from Python runs what `medfuzz run` runs
@@ -294,8 +310,7 @@ class SuitePlan:
         """Items for one method (MedGuard: per aspect) as its run gets them: a ``-T`` option (``baseline_limit=4``,
         ``limit=4``, ``medguard_limit_per_aspect=1``) wins, as it does in the task args (``runs``), then
         ``limits``, ``--limit`` and the level's; the lm-eval half and the summary use the same number."""
-        option = self._options_for(method, _known_options(method)).get(
-            "limit_per_aspect" if method == "medguard" else "limit")
+        option = self._options_for(method, REGISTRY[method].options()).get(REGISTRY[method].limit_option)
         if option is not None:
             return option
         if method in self.limits:
@@ -318,7 +333,7 @@ class SuitePlan:
         """Every ``--option`` must reach some chosen method (a typo must not run with defaults)."""
         import difflib
 
-        known = {m: _known_options(m) for m in self.methods}
+        known = {m: REGISTRY[m].options() for m in self.methods}
         everything = sorted({n for names in known.values() for n in names}
                             | {f"{m}_{n}" for m, names in known.items() for n in names})
         for name in self.options:
@@ -333,30 +348,18 @@ class SuitePlan:
     def runs(self) -> list[SuiteRun]:
         """Every run of the suite, in the order they run (cheap first: a misconfiguration shows early)."""
         level = LEVELS[self.level]
-        data = {"data": self.data}
         runs: list[SuiteRun] = []
-        if "baseline" in self.methods:
-            args = {**data, "limit": self.limit_for("baseline"), **self._options_for("baseline",
-                                                                                     _known_options("baseline"))}
-            runs.append(SuiteRun("clean baseline", "baseline", "medfuzz/medqa_clean", _drop_none(args)))
-        if "tces" in self.methods:
-            extra = self._options_for("tces", _known_options("tces"))
-            for setting in level.tces:
-                args = {**data, "limit": self.limit_for("tces"), **setting, **extra}
-                label = f"tces {args['entity']} {args.get('sampler', 'pdws')}"
-                runs.append(SuiteRun(label, "tces", "medfuzz/tces_medqa", _drop_none(args)))
-        if "medguard" in self.methods:
-            args = {"limit_per_aspect": self.limit_for("medguard"), **level.medguard,
-                    **self._options_for("medguard", _known_options("medguard"))}
-            runs.append(SuiteRun("medguard", "medguard", "medfuzz/medguard", _drop_none(args)))
-        if "medfuzz" in self.methods:
-            args = {**data, "limit": self.limit_for("medfuzz"), **level.medfuzz,
-                    **self._options_for("medfuzz", _known_options("medfuzz"))}
-            runs.append(SuiteRun("medfuzz", "medfuzz", "medfuzz/medfuzz_medqa", _drop_none(args)))
+        for key in suite_order(self.methods):
+            method = REGISTRY[key]
+            data = {"data": self.data} if "data" in method.data_options else {}
+            extra = self._options_for(key, method.options())
+            for setting in level.settings_for(key):
+                args = {**data, method.limit_option: self.limit_for(key), **setting, **extra}
+                runs.append(SuiteRun(method.label_of(args), key, method.inspect_task, _drop_none(args)))
         return runs
 
     def model_roles(self) -> dict[str, str]:
-        if "medfuzz" not in self.methods or self.attacker is None:
+        if self.attacker is None or not any("attacker" in REGISTRY[m].roles for m in self.methods):
             return {}
         return {"attacker": TEMPLATE_ATTACKER_MODEL if self.attacker == TEMPLATE_ATTACKER else self.attacker}
 
@@ -385,42 +388,19 @@ def _drop_none(args: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in args.items() if v is not None}
 
 
-def _known_options(method: str) -> tuple[str, ...]:
-    """Option names of one method's task (its config's fields and the data options)."""
-    from dataclasses import fields
-
-    data = ("data", "split", "limit", "shuffle_choices", "seed")
-    if method == "baseline":
-        return (*data, "prompt_style")
-    if method == "tces":
-        from medfuzz.solvers.tces.config import TCESConfig
-
-        return (*data, *(f.name for f in fields(TCESConfig)))
-    if method == "medfuzz":
-        from medfuzz.solvers.medfuzz.config import MedFuzzConfig
-
-        return (*data, *(f.name for f in fields(MedFuzzConfig)))
-    from medfuzz.solvers.medguard.config import MedGuardConfig
-
-    return tuple(f.name for f in fields(MedGuardConfig))
-
-
 # ------------------------------------------------------------------------------------------------ tasks
 
 
 def build_tasks(plan: SuitePlan) -> list[tuple[SuiteRun, Any]]:
     """(run, Inspect Task) for every run; each task's metadata names its run (``SUITE_KEY``), which is how
-    ``suite_logs`` finds the logs again (metadata is not part of eval_set's task identifier)."""
-    from medfuzz.tasks.inspect.baselines import medqa_clean
-    from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
-    from medfuzz.tasks.inspect.medguard import medguard
-    from medfuzz.tasks.inspect.tces import tces_medqa
+    ``suite_logs`` finds the logs again (metadata is not part of eval_set's task identifier). Each task is built
+    by its Inspect registry name (``Method.inspect_task``) through Inspect's own registry, which loads medfuzz's
+    tasks from its entry point: the same Task, name and task args as calling the ``@task`` function."""
+    from inspect_ai.util import registry_create
 
-    makers = {"medfuzz/medqa_clean": medqa_clean, "medfuzz/tces_medqa": tces_medqa, "medfuzz/medguard": medguard,
-              "medfuzz/medfuzz_medqa": medfuzz_medqa}
     built = []
     for run in plan.runs():
-        task = makers[run.task](**run.args)
+        task = registry_create("task", run.task, **run.args)
         task.metadata = {**(task.metadata or {}), SUITE_KEY: run.label}
         if plan.shard is not None:
             task = shard_task(task, *plan.shard)
@@ -490,20 +470,16 @@ class Bound:
 
 
 def method_config(run: SuiteRun) -> Any:
-    """The MedFuzz / TCES config a run's task builds from its args (the data-selection names left out), or None
-    for the methods whose bound is one call per sample."""
+    """The config a run's task builds from its args (the data-selection names left out) when that config bounds
+    its calls (MedFuzz, TCES: ``Method.config_bounds_calls``), or None for the methods whose bound is one call
+    per sample."""
     from medfuzz.benchmarks.selection import DataSelection
 
+    method = REGISTRY[run.method]
+    if not method.config_bounds_calls or method.config is None:
+        return None
     rest = {k: v for k, v in run.args.items() if k not in DataSelection.names()}
-    if run.method == "medfuzz":
-        from medfuzz.solvers.medfuzz.config import MedFuzzConfig
-
-        return MedFuzzConfig.from_options(**rest)
-    if run.method == "tces":
-        from medfuzz.solvers.tces.config import TCESConfig
-
-        return TCESConfig.from_options(**rest)
-    return None
+    return method.config().from_options(**rest)
 
 
 def bound(built: Sequence[tuple[SuiteRun, Any]], models: Sequence[str] = ("",)) -> Bound:
@@ -624,7 +600,8 @@ def run_order(built: Sequence[tuple[SuiteRun, Any]], max_tasks: int | None) -> l
     eval set starts them together). The order changes no result: each run is seeded by its own items."""
     if max_tasks != 1:
         return list(built)
-    return sorted(built, key=lambda pair: pair[0].method != "medfuzz")  # stable: the rest keep their order
+    # stable: the rest keep their order
+    return sorted(built, key=lambda pair: not REGISTRY[pair[0].method].starts_first)
 
 
 def run_suite(plan: SuitePlan, built: Sequence[tuple[SuiteRun, Any]], models: Sequence[str],
@@ -720,21 +697,16 @@ def lm_eval_tasks(plan: SuitePlan, fuzzed_log: Path | None) -> tuple[list[str], 
     fuzzed, scored by letter log-likelihood)."""
     tasks: list[str] = []
     metadata: dict[str, Any] = {"data": plan.data}
-    if "baseline" in plan.methods:
-        tasks.append("medqa_clean")
-        if plan.limit_for("baseline"):
-            metadata["clean_limit"] = plan.limit_for("baseline")
-    if "tces" in plan.methods:
-        tasks += sorted({f"tces_medqa_{setting['entity']}" for setting in LEVELS[plan.level].tces})
-        if plan.limit_for("tces"):
-            metadata["tces_limit"] = plan.limit_for("tces")
-    if "medguard" in plan.methods:
-        tasks.append("medguard")
-        if plan.limit_for("medguard"):
-            metadata["medguard_limit_per_aspect"] = plan.limit_for("medguard")
-    if "medfuzz" in plan.methods and fuzzed_log is not None:
-        tasks.append("medfuzz_medqa")
-        metadata["fuzzed"] = str(fuzzed_log)
+    for key in suite_order(plan.methods):
+        method = REGISTRY[key]
+        if not method.lm_eval_tasks or (method.lm_eval_input == "fuzzed" and fuzzed_log is None):
+            continue
+        settings = LEVELS[plan.level].settings_for(key)
+        tasks += sorted({name.format_map(setting) for name in method.lm_eval_tasks for setting in settings})
+        if method.lm_eval_input == "fuzzed":
+            metadata["fuzzed"] = str(fuzzed_log)
+        elif plan.limit_for(key):
+            metadata[f"{method.lm_eval_family}_{method.limit_option}"] = plan.limit_for(key)
     return tasks, metadata
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from medfuzz.errors import MedfuzzError
 from medfuzz.options import flag
+from medfuzz.records.methods import METHODS
 from medfuzz.tasks import suite
 from medfuzz.tasks.suite import SuitePlan
 
@@ -130,7 +131,7 @@ def _header(plan: SuitePlan) -> None:
           flush=True)
     if plan.model_roles():
         print(f"  attacker: {plan.model_roles()['attacker']}", flush=True)
-    elif "medfuzz" in plan.methods:
+    elif any("attacker" in METHODS[m].roles for m in plan.methods):  # MedFuzz's attacker role
         print("  attacker: the target itself (no --attacker; the paper's attacker was GPT-4)", flush=True)
     print(f"  max_connections {settings['max_connections'] or 'Inspect default'}, attempt_timeout "
           f"{settings['attempt_timeout']} s, max_samples {settings['max_samples'] or 'Inspect default'}, "

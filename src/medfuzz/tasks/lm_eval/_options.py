@@ -11,8 +11,8 @@ lm-eval merges them. A name meant for a non-medfuzz task of the same run (lm-eva
 goes in ``ignore_options`` (comma list). Everything else stops the run before any model call with one
 ``ConfigError`` that names every unknown option and the closest known name.
 
-Each family lists the names it uses (``KNOWN``) and the names it refuses with a reason (``REFUSED``: a
-parameter that exists in Inspect but has no effect here).
+Each family (one per method, from the method registry ``medfuzz.records.methods``) lists the names it uses and
+the names it refuses with a reason (a parameter that exists in Inspect but has no effect here).
 
 Secrets are refused by every hook, in ``--metadata`` and ``--model_args`` alike (``secret_name``: ``api_key``,
 ``key``, ``auth_token``, ``token``, ``header``, ``password``, ...): ``simple_evaluate`` writes ``model_args``
@@ -22,12 +22,11 @@ refusing: lm-eval's API models ignore an ``api_key`` argument (``local-completio
 and ``openai-*`` read ``OPENAI_API_KEY``) and medfuzz's attack path reads the variable named by ``api_key_env``.
 
 The method parameters themselves come from the config dataclasses (``dataclasses.fields``), so a new
-``MedFuzzConfig`` field is known here without an edit.
+``MedFuzzConfig`` field is known here without an edit, and a new method's family with its registration.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import itertools
 import json
@@ -40,6 +39,7 @@ from typing import Any
 from medfuzz.models.failures import secret_name
 from medfuzz.options import ConfigError
 from medfuzz.records.keys import MODEL_LABEL  # the report's name of the model: no hook reads it
+from medfuzz.records.methods import METHODS
 
 LM_EVAL_KEYS = frozenset({"version", "config_source"})  # what lm-eval itself puts into a task's metadata
 IGNORE = "ignore_options"
@@ -85,49 +85,18 @@ def command_line_secrets(argv: Sequence[str]) -> list[str]:
     return found
 
 
-def _fields(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls) if f.init]
+def families() -> dict[str, tuple[frozenset[str], dict[str, str]]]:
+    """``{family prefix: (names it uses, {name it refuses: why})}``, one family per registered method with lm-eval
+    hooks (``records.methods``: ``lm_eval_family``, ``lm_eval_options``, ``lm_eval_refused``)."""
+    return _families(tuple((m.lm_eval_family, m.lm_eval_options, tuple(m.lm_eval_refused.items()))
+                           for m in METHODS.values() if m.lm_eval_family and m.lm_eval_options))
 
 
 @cache
-def families() -> dict[str, tuple[frozenset[str], dict[str, str]]]:
-    """``{family prefix: (names it uses, {name it refuses: why})}``."""
-    from medfuzz.benchmarks.selection import DataSelection
-    from medfuzz.solvers.medfuzz.config import MedFuzzConfig
-    from medfuzz.solvers.medguard.config import MedGuardConfig
-    from medfuzz.solvers.tces.config import TCESConfig
-
-    inspect_only = "lm-eval's TCES tasks only build documents (the model is asked by lm-eval, for letter " \
-                   "log-likelihoods); {} exists in Inspect's medfuzz/tces only"
-    tces_refused = {
-        "entity": "the entity type is part of the task name (tces_<benchmark>_drugs | _diseases)",
-        "budget": "lm-eval's TCES tasks are the single-query transform (B = 1); use Inspect's medfuzz/tces for "
-                  "B > 1",
-        **{name: inspect_only.format(name) for name in ("zoo_m", "zoo_step", "zoo_neighbours", "max_tokens",
-                                                         "temperature", "max_retries")},
-    }
-    # the data-selection names (``DataSelection``) and the seed of its option shuffle
-    data = [*_fields(DataSelection), "seed"]
-    tces = frozenset([*_fields(TCESConfig), *data, "drugs_vocabulary", "diseases_vocabulary"]) - set(tces_refused)
-    medguard_refused = {
-        "temperature": "lm-eval's MedGuard tasks read letter log-likelihoods (the argmax: what temperature 0 "
-                       "gives); no sampling happens, so a temperature has no effect. Use Inspect to sample",
-        "generator": "the generator role exists only in Inspect; build a benchmark file with `medfuzz medguard "
-                     "build --generator-model ...` and pass medguard_benchmark",
-        "aspects": "each aspect is its own task (medguard_<aspect>; the medguard group runs all ten): list the "
-                   "ones you want in --tasks",
-    }
-    medguard = frozenset(_fields(MedGuardConfig)) - set(medguard_refused)
-    # the attack path selects items with data, split and attack_limit (a fuzzed file's items are its own)
-    medfuzz = frozenset([*_fields(MedFuzzConfig), "data", "split", "fuzzed", "outcomes", "cache_dir",
-                         "retry_errors", "attack_limit", "attack_concurrency", "target_base_url", "target_model",
-                         "attacker_base_url", "attacker_model", "api_key_env", "call_timeout", "call_retries"])
-    return {
-        "clean": (frozenset(data), {}),
-        "tces": (tces, tces_refused),
-        "medfuzz": (medfuzz, {}),
-        "medguard": (medguard, medguard_refused),
-    }
+def _families(specs: tuple[Any, ...]) -> dict[str, tuple[frozenset[str], dict[str, str]]]:
+    """``families`` for one state of the registry (cached: every option of a hook call asks)."""
+    return {family: (frozenset(options()) - {name for name, _ in refused}, dict(refused))
+            for family, options, refused in specs}
 
 
 def known_names() -> frozenset[str]:

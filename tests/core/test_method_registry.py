@@ -1,0 +1,144 @@
+"""The method registry (``medfuzz.records.methods``): a fourth method registered with one spec, and nothing else
+edited, is in ``medfuzz run``'s plan (its runs, options, bound and lm-eval half), in the option checks of both
+harnesses, in the run itself (on the planted server), in the terminal summary and in the report (its section
+and run card, its numbers on the first screen, in ``summary.json`` and ``model-index.yaml``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
+from inspect_ai.solver import TaskState, generate
+
+from medfuzz.options import ConfigError
+from medfuzz.planted.server import PlantedServer
+from medfuzz.records.keys import METHOD_KEY
+from medfuzz.records.methods import DATA_OPTIONS, METHODS, Method, registered
+
+PROBE_TASK = "registry_probe"  # the Inspect registry name of the probe's task (a module outside a package)
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """The probe's one parameter: how many of its replies' characters the scorer reads."""
+
+    window: int = 200
+
+
+@metric
+def probe_acc() -> Metric:
+    def compute(scores: list[SampleScore]) -> float:
+        return sum(s.score.as_float() for s in scores) / len(scores)
+
+    return compute
+
+
+@scorer(metrics=[probe_acc()])
+def probe_scorer(window: int) -> object:
+    async def score(state: TaskState, target: Target) -> Score:
+        return Score(value=float(target.text in state.output.completion[:window]))
+
+    return score
+
+
+@task(name=PROBE_TASK)
+def registry_probe(data: str = "demo", split: str | None = None, limit: int | None = None,
+                   shuffle_choices: bool = False, seed: int = 0, window: int = 200) -> Task:
+    """A planted method: each MedQA item asked once, scored by whether the key's letter is in the reply."""
+    from medfuzz.benchmarks.selection import DataSelection
+
+    items = DataSelection(data, split, limit, shuffle_choices).items("medqa", seed)
+    samples = [Sample(input=f"{item.question}\n" + "\n".join(f"{k}. {v}" for k, v in item.options.items()),
+                      target=item.answer, id=item.id) for item in items]
+    return Task(dataset=samples, solver=generate(), scorer=probe_scorer(window), metadata={METHOD_KEY: "probe"})
+
+
+PROBE = Method(
+    key="probe", title="Probe", section="Probe runs", blurb="A method registered by a test.",
+    inspect_task=PROBE_TASK, run_rank=1.5, config=lambda: ProbeConfig, data_options=DATA_OPTIONS,
+    lm_eval_family="probe", lm_eval_options=lambda: ("data", "window"), lm_eval_refused={"shots": "no shots here"},
+    lm_eval_tasks=("probe_medqa",), lm_eval_prefix="probe_", lm_eval_metrics=("acc",),
+    headline=("probe_acc",), model_index_task="Probe robustness", labels={"probe_acc": "probe accuracy"})
+
+
+@pytest.fixture
+def probe() -> Iterator[Method]:
+    before = dict(METHODS)
+    with registered(PROBE) as method:
+        yield method
+    assert before == METHODS  # the registry is as it was
+
+
+def test_the_data_options_are_the_data_selection_and_its_seed() -> None:
+    from medfuzz.benchmarks.selection import DataSelection
+
+    assert (*DataSelection.names(), "seed") == DATA_OPTIONS
+
+
+def test_the_plan_runs_bounds_and_hands_lm_eval_the_new_method(probe: Method, tmp_path: Path) -> None:
+    from medfuzz.tasks.suite import SuitePlan, bound, build_tasks, lm_eval_tasks
+
+    plan = SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("medguard", "probe", "baseline"), level="quick",
+                     limit=3, options={"probe_window": 40, "seed": 2})
+    runs = plan.runs()
+    assert [(r.label, r.method, r.task) for r in runs] == [
+        ("clean baseline", "baseline", "medfuzz/medqa_clean"), ("probe", "probe", PROBE_TASK),
+        ("medguard", "medguard", "medfuzz/medguard")]  # cheapest first: the probe's rank sits between
+    assert runs[1].args == {"data": "demo", "limit": 3, "window": 40, "seed": 2}
+    assert plan.settings()["limits"] == {"medguard": 3, "probe": 3, "baseline": 3}
+    built = build_tasks(SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("probe",), level="quick", limit=3))
+    assert bound(built).per_run == {"probe": {"target": 3}}  # no config bound: one call per sample
+    tasks, metadata = lm_eval_tasks(plan, None)
+    assert tasks == ["medqa_clean", "probe_medqa", "medguard"]
+    assert metadata == {"data": "demo", "clean_limit": 3, "probe_limit": 3, "medguard_limit_per_aspect": 3}
+
+
+def test_both_harnesses_check_the_new_methods_options(probe: Method, tmp_path: Path) -> None:
+    from medfuzz.tasks.lm_eval._options import read_options
+    from medfuzz.tasks.suite import SuitePlan
+
+    with pytest.raises(ConfigError, match=r"did you mean 'probe_window'"):
+        SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("probe",), options={"probe_windw": 1}).check_options()
+    with pytest.raises(ConfigError, match=r"--methods: \['probes'\] is not among"):
+        SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("probes",))
+    assert read_options({"probe_window": 9, "data": "demo"}, "probe", task="probe_medqa") == {"window": 9,
+                                                                                             "data": "demo"}
+    with pytest.raises(ConfigError, match=r"probe_medqa: shots: no shots here"):
+        read_options({"shots": 1}, "probe", task="probe_medqa")
+    with pytest.raises(ConfigError, match=r"unknown option 'windw' .*did you mean 'window'"):
+        read_options({"windw": 1}, "probe", task="probe_medqa")
+    # the other methods' hooks know the probe's name too (one --metadata reaches every task of an lm-eval run)
+    assert read_options({"probe_window": 9}, "clean", task="medqa_clean") == {}
+
+
+def test_medfuzz_run_runs_summarises_and_reports_the_new_method(probe: Method, tmp_path: Path,
+                                                                 planted: PlantedServer,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from medfuzz.cli.run import execute
+    from medfuzz.tasks.suite import SuitePlan
+
+    for name, value in planted.inspect_env().items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "run"
+    plan = SuitePlan(model=planted.inspect_model(), out=out, methods=("probe",), level="quick", limit=3)
+    done = execute(plan, preflight=False)
+    printed = capsys.readouterr().out
+    assert (done.code, done.error) == (0, None)
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    (result,) = summary["models"][planted.inspect_model()]["results"]
+    assert (result["method"], result["title"], result["numbers"]["probe_acc"]["label"]) == (
+        "probe", f"Probe · {PROBE_TASK}", "probe accuracy")
+    value = result["numbers"]["probe_acc"]["value"]
+    assert 0 <= value <= 1
+    assert "Probe" not in summary["models"][planted.inspect_model()]["missing"]
+    assert f"Probe\n  inspect  probe  probe accuracy {value:.3f}" in printed  # the summary, as the page shows it
+    page = (out / "report" / "index.html").read_text()
+    assert "<h2>Probe runs</h2>" in page and f"<h3>{PROBE_TASK} · {planted.inspect_model()}" in page
+    assert "Probe robustness (Inspect)" in (out / "report" / "model-index.yaml").read_text()
