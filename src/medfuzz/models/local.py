@@ -181,8 +181,9 @@ def launch_server(
     log_path = log_path or cache_dir() / f"server-{port}.log"
     command = [
         # -I: an isolated interpreter (no working directory or user site on sys.path, no PYTHON* variables), so
-        # a ``secrets.py`` in the user's folder cannot shadow a standard module in the server
-        sys.executable, "-I", "-m", "llama_cpp.server",
+        # a ``secrets.py`` in the user's folder cannot shadow a standard module in the server.
+        # llama_server: llama_cpp.server with its log-probability post-processing done by numpy (same values)
+        sys.executable, "-I", "-m", "medfuzz.models.llama_server",
         "--model", str(model_path),
         "--model_alias", MODEL_ALIAS,
         "--host", "127.0.0.1",
