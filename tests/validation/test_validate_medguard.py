@@ -121,10 +121,15 @@ def test_the_monte_carlo_error_of_the_bootstrap_se_is_what_the_interval_assumes(
     assert estimates.std(ddof=1) / se == pytest.approx(relative, rel=0.15)
 
 
-def test_no_medguard_check_accepts_every_value(items):
+@pytest.fixture(scope="module")
+def medguard_checks():
+    return validate_medguard(n=100, seed=0)
+
+
+def test_no_medguard_check_accepts_every_value(medguard_checks):
     """Every interval must leave part of the statistic's range out (a [0, 1] interval on a share, or
     [0, inf) on an SE, could never fail)."""
-    for check in validate_medguard(n=100):
+    for check in medguard_checks:
         assert not (check.low <= 0 and check.high >= 1), check.statistic
         assert check.low <= check.high
 
@@ -137,11 +142,10 @@ def test_the_consistency_checks_fail_when_equity_units_collapse(monkeypatch, ite
     assert len(checks) == 2 and not any(c.passed for c in checks), "\n" + format_table(checks)
 
 
-def test_every_statistical_medguard_check_states_its_power(items):
+def test_every_statistical_medguard_check_states_its_power(medguard_checks):
     """Each check with an interval wider than a point names the defect it exists for and fails under it with
     probability >= 0.8 (docs/validation.md: power)."""
-    checks = validate_medguard(n=100, seed=0)
-    statistical = [c for c in checks if c.high - c.low > 1e-6 and "constant" not in c.statistic]
+    statistical = [c for c in medguard_checks if c.high - c.low > 1e-6 and "constant" not in c.statistic]
     assert len(statistical) == 19
     for check in statistical:
         assert check.defect and check.power >= 0.8, (check.statistic, check.defect, check.power)
