@@ -97,7 +97,8 @@ def test_the_real_model_replies_with_the_same_log_probabilities(monkeypatch: pyt
     assert module.sorted is ordering_sorted and Llama.eval is llama_server.eval_needed_rows
     every_row_evals = []
     original_eval = llama_server.ORIGINAL["eval"]
-    llama_server.ORIGINAL["eval"] = lambda llm, tokens: every_row_evals.append(len(tokens)) or original_eval(llm, tokens)
+    llama_server.ORIGINAL["eval"] = lambda llm, tokens: (every_row_evals.append(len(tokens)),
+                                                         original_eval(llm, tokens))[1]
     assert replies() == before
     # only the echoed completion (its prompt, then one token at a time) evaluated every row
     assert len(every_row_evals) == 2 and every_row_evals[1] == 1
