@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.core.test_layer_order import PACKAGE, _is_module, import_graph
+from tests.core.test_layer_order import MODULE_NAME, PACKAGE, _absolute, _is_module, import_graph
 
 
 def module_edges(prefix: str = "medfuzz") -> dict[str, set[str]]:
@@ -55,15 +55,32 @@ def circles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
     return found
 
 
+def _private(part: str) -> bool:
+    """``_logs``, ``_read``: private; ``__future__`` and other dunders are not."""
+    return part.startswith("_") and not part.endswith("__")
+
+
 def private_imports(package: Path) -> list[str]:
-    """``module -> source._name`` for every ``_name`` a module of ``package`` imports from another module."""
+    """``module -> what`` for every import by a module of ``package`` of a private ``medfuzz`` module
+    (``medfuzz.report._logs``, by an import statement or by the module path ``importlib`` is given) or of a
+    private name (``_x``) from another module."""
+    root = next(folder for folder in (package, *package.parents) if folder.name == "medfuzz").parent
     found = []
     for path in sorted(package.rglob("*.py")):
-        importer = ".".join(path.relative_to(package.parents[1]).with_suffix("").parts).removesuffix(".__init__")
+        importer = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module != importer:
-                found += [f"{importer} -> {node.module}.{alias.name}" for alias in node.names
-                          if alias.name.startswith("_") and alias.name != "__future__"]
+            if isinstance(node, ast.Import):
+                found += [f"{importer} -> {alias.name}" for alias in node.names
+                          if alias.name.startswith("medfuzz.") and any(map(_private, alias.name.split(".")))]
+            elif isinstance(node, ast.ImportFrom):
+                module = _absolute(node, importer, path.name == "__init__.py")
+                if module.startswith("medfuzz.") and any(map(_private, module.split("."))):
+                    found.append(f"{importer} -> {module}")
+                elif module != importer:
+                    found += [f"{importer} -> {module}.{alias.name}" for alias in node.names if _private(alias.name)]
+            elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_NAME.match(node.value)
+                  and any(map(_private, node.value.split(".")))):
+                found.append(f"{importer} -> {node.value}")
     return found
 
 
@@ -75,7 +92,7 @@ def test_no_import_circle_anywhere_in_src() -> None:
     assert circles(module_edges()) == []
 
 
-def test_report_imports_no_private_name_across_modules() -> None:
+def test_report_imports_no_private_module_or_name_across_modules() -> None:
     assert private_imports(PACKAGE / "report") == []
 
 
@@ -87,6 +104,12 @@ def test_the_checks_catch_a_circle_and_a_private_import(tmp_path: Path) -> None:
     assert circles({"a": {"b"}, "b": set()}) == []
     package = tmp_path / "medfuzz" / "report"
     package.mkdir(parents=True)
-    (package / "pages.py").write_text("def late():\n    from medfuzz.report.reader import _read, rows\n")
-    (package / "reader.py").write_text("from __future__ import annotations\n")
-    assert [line.split(" -> ")[1] for line in private_imports(package)] == ["medfuzz.report.reader._read"]
+    (package / "pages.py").write_text("def late():\n    from medfuzz.report.reader import _read, rows\n"
+                                      "    from medfuzz.report._cache import rows\n    import medfuzz._paths\n"
+                                      "    importlib.import_module('medfuzz.report._cache')\n")
+    (package / "reader.py").write_text("from __future__ import annotations\nfrom . import _cache\n"
+                                       "from .pages import rows\n\n"
+                                       "def _own():\n    from medfuzz.report.reader import _x\n")
+    assert [line.split(" -> ")[1] for line in private_imports(package)] == [
+        "medfuzz.report.reader._read", "medfuzz.report._cache", "medfuzz._paths", "medfuzz.report._cache",
+        "medfuzz.report._cache"]

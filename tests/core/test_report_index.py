@@ -425,8 +425,8 @@ def test_the_terminal_summary_writes_numbers_as_the_page_does(logs: Path, report
 
     from medfuzz.cli.summary import summary_lines
     from medfuzz.records.keys import method_of
-    from medfuzz.report._logs import read_log
     from medfuzz.report.format import number
+    from medfuzz.report.log_reader import read_log
 
     headers = {}
     for path in sorted(logs.glob("*.eval")):

@@ -31,8 +31,8 @@ from typing import Any
 
 from medfuzz.records.keys import METHOD_KEY, method_of
 from medfuzz.records.methods import METHODS
-from medfuzz.report._outputs import write_text_atomically
 from medfuzz.report.format import Shown, display, html_page, markdown_tables, path_like, table
+from medfuzz.report.outputs import write_text_atomically
 from medfuzz.report.problems import Problems
 
 INDEX = "index.html"
@@ -184,7 +184,7 @@ def _short(value: Any) -> str:
 
 def inspect_card(path: Path) -> RunCard | None:
     """The card of an Inspect log; ``None`` when the file is not an Inspect log."""
-    from medfuzz.report._logs import read_log
+    from medfuzz.report.log_reader import read_log
 
     try:
         log = read_log(path)
