@@ -1,8 +1,8 @@
-"""``report/`` is a straight line: no import circle among its modules (imports at module level and inside
-functions alike, read by ``test_layer_order``'s reader), and no private name (``_x``) imported from another module
-of the package. Over the whole of ``src/medfuzz`` there is no circle either: a package's ``__init__`` may re-export
-its submodules, so a submodule imports its siblings by their own module path (``import medfuzz.x.y as y``,
-``Path(__file__)`` for bundled files), never the package that re-exports them."""
+"""No import circle in ``src/medfuzz`` (imports at module level and inside functions alike, read by
+``test_layer_order``'s reader): a package's ``__init__`` may re-export its submodules, so a submodule imports its
+siblings by their own module path (``import medfuzz.x.y as y``, ``Path(__file__)`` for bundled files), never the
+package that re-exports them. No module imports a private module (``_x.py``) or a private name (``_x``) of
+another module."""
 
 from __future__ import annotations
 
@@ -92,8 +92,19 @@ def test_no_import_circle_anywhere_in_src() -> None:
     assert circles(module_edges()) == []
 
 
+# validation/ is being reworked in another branch of issue 29: its one private import is listed here so that no
+# other is added; remove the entry when ``validation.medfuzz._GRID`` gets a public name.
+PRIVATE_IMPORTS_LEFT = ["medfuzz.validation.phat -> medfuzz.validation.medfuzz._GRID"]
+
+
 def test_report_imports_no_private_module_or_name_across_modules() -> None:
     assert private_imports(PACKAGE / "report") == []
+
+
+def test_no_module_imports_a_private_module_or_name_of_another() -> None:
+    """A private module (``_x.py``) is imported by none of medfuzz's modules and a private name by none but its
+    own: what other modules use has a public name that says what it is."""
+    assert private_imports(PACKAGE) == PRIVATE_IMPORTS_LEFT
 
 
 def test_the_checks_catch_a_circle_and_a_private_import(tmp_path: Path) -> None:

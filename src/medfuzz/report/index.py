@@ -157,7 +157,7 @@ def sample_failure(sample: Any) -> str | None:
 
 def run_problem(log: Any) -> str:
     """The banner of a run whose numbers cannot be read as results, with its cause; empty for a sound run."""
-    # a run stopped by the run checks (tasks/inspect/_run_checks.py: every sample an LLM error) is shown by its
+    # a run stopped by the run checks (tasks/inspect/run_checks.py: every sample an LLM error) is shown by its
     # samples' causes, which name the problem more plainly than the exception text; any other failed run by its
     # error; a finished run whose every sample failed (logs from before the run checks) by its samples
     reasons = [sample_failure(s) for s in log.samples or []]
