@@ -36,7 +36,7 @@ def test_every_inspect_task_takes_the_selection_with_its_defaults() -> None:
 
 
 def test_lm_eval_readers_know_every_selection_name() -> None:
-    from medfuzz.tasks.lm_eval._options import families
+    from medfuzz.tasks.lm_eval.hook_options import families
 
     for family in ("clean", "tces"):
         assert set(DataSelection.names()) <= families()[family][0], family

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from medfuzz.options import ConfigError
-from medfuzz.tasks.lm_eval import _options
-from medfuzz.tasks.lm_eval._options import families, known_names, read_options
+from medfuzz.tasks.lm_eval import hook_options
+from medfuzz.tasks.lm_eval.hook_options import families, known_names, read_options
 
 
 def test_known_names_are_real_parameters_only() -> None:
@@ -59,7 +59,7 @@ def test_model_args_and_ignored_names_are_left_alone(monkeypatch: pytest.MonkeyP
     with pytest.raises(ConfigError, match="'pretrained'"):
         read_options({"pretrained": "x"}, "clean", task="t")
     assert read_options({"max_seq_lengths": [4096], "ignore_options": "max_seq_lengths"}, "clean", task="t") == {}
-    monkeypatch.setattr(_options, "model_arg_names", lambda: frozenset({"pretrained"}))
+    monkeypatch.setattr(hook_options, "model_arg_names", lambda: frozenset({"pretrained"}))
     assert read_options({"pretrained": "x", "data": "demo"}, "clean", task="t") == {"data": "demo"}
 
 
@@ -74,7 +74,7 @@ def test_a_secret_is_refused_from_metadata_and_model_args_alike(monkeypatch: pyt
     """lm-eval writes both into results_*.json; a --model_args name is otherwise left to the model, and
     ignore_options does not let a secret through either. The message names the option, never its value."""
     for model_args in (frozenset(), frozenset({name})):
-        monkeypatch.setattr(_options, "model_arg_names", lambda names=model_args: names)
+        monkeypatch.setattr(hook_options, "model_arg_names", lambda names=model_args: names)
         for raw in ({name: KEY}, {name: KEY, "ignore_options": name}):
             with pytest.raises(ConfigError, match=f"{name}: a secret, refused: .*OPENAI_API_KEY") as err:
                 read_options(raw, family, task="t", benchmark="medqa")
@@ -99,12 +99,12 @@ def test_secret_names_among_lm_eval_s_api_model_arguments() -> None:
 
 def test_model_args_with_a_secret_are_refused_up_front() -> None:
     with pytest.raises(ConfigError, match=r"^--lm-eval: auth_token: a secret, refused.*; key: a secret") as err:
-        _options.refuse_secret_model_args(f"model=m,auth_token={KEY},key={KEY},tokenizer_backend=remote",
+        hook_options.refuse_secret_model_args(f"model=m,auth_token={KEY},key={KEY},tokenizer_backend=remote",
                                           where="--lm-eval")
     assert KEY not in str(err.value)
     with pytest.raises(ConfigError, match="header: a secret"):
-        _options.refuse_secret_model_args({"model": "m", "header": {"Authorization": KEY}})
-    _options.refuse_secret_model_args("model=m,base_url=http://h/v1/completions,add_bos_token=True")  # no secret
+        hook_options.refuse_secret_model_args({"model": "m", "header": {"Authorization": KEY}})
+    hook_options.refuse_secret_model_args("model=m,base_url=http://h/v1/completions,add_bos_token=True")  # no secret
 
 
 def test_command_line_secrets_are_found_for_log_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,9 +112,9 @@ def test_command_line_secrets_are_found_for_log_redaction(monkeypatch: pytest.Mo
     argv = ["--model", "local-completions", "--model_args", f"model=m,api_key={KEY},tokenizer_backend=remote",
             "--metadata", '{"data": "demo", "medfuzz_token": "tok-0123456789", "medfuzz_api_key_env": '
             '"MY_SERVICE_CRED", "api_key_env": "UNSET_VARIABLE_NAME"}']
-    assert _options.command_line_secrets(argv) == [KEY, "tok-0123456789", "cred-0123456789"]
-    assert _options.command_line_secrets(["--model_args", '{"auth_token": "abc"}', "--tasks", "x"]) == ["abc"]
-    assert _options.command_line_secrets([f"--model_args=model=m,key={KEY}", "--limit=2"]) == [KEY]
+    assert hook_options.command_line_secrets(argv) == [KEY, "tok-0123456789", "cred-0123456789"]
+    assert hook_options.command_line_secrets(["--model_args", '{"auth_token": "abc"}', "--tasks", "x"]) == ["abc"]
+    assert hook_options.command_line_secrets([f"--model_args=model=m,key={KEY}", "--limit=2"]) == [KEY]
 
 
 def test_every_hook_reads_through_it(tmp_path: Path) -> None:

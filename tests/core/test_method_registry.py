@@ -100,7 +100,7 @@ def test_the_plan_runs_bounds_and_hands_lm_eval_the_new_method(probe: Method, tm
 
 
 def test_both_harnesses_check_the_new_methods_options(probe: Method, tmp_path: Path) -> None:
-    from medfuzz.tasks.lm_eval._options import read_options
+    from medfuzz.tasks.lm_eval.hook_options import read_options
     from medfuzz.tasks.suite import SuitePlan
 
     with pytest.raises(ConfigError, match=r"did you mean 'probe_window'"):

@@ -36,7 +36,7 @@ def test_an_lm_eval_result_is_named_by_its_model(data: dict[str, Any], name: str
 
 def test_the_model_name_in_metadata_is_accepted_by_every_hook_and_read_by_none() -> None:
     from medfuzz.records.keys import MODEL_LABEL
-    from medfuzz.tasks.lm_eval._options import read_options
+    from medfuzz.tasks.lm_eval.hook_options import read_options
 
     raw = {"data": "demo", MODEL_LABEL: "openai-api/planted/planted", "version": 2.0}
     for family in ("clean", "tces", "medfuzz", "medguard"):

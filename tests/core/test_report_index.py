@@ -318,7 +318,7 @@ def failed_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import httpx
     from inspect_ai import eval as inspect_eval
 
-    from medfuzz.tasks.inspect import _failures
+    from medfuzz.tasks.inspect import failure_policy
     from medfuzz.tasks.inspect.baselines import medqa_clean
     from tests.scripted_inspect import SCRIPT
 
@@ -327,13 +327,13 @@ def failed_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                        response=httpx.Response(401))]
     inspect_eval(medqa_clean(data="demo", limit=1), model="medfuzz-scripted/denied", log_dir=str(folder),
                  display="none")
-    backoff, _failures.BACKOFF = _failures.BACKOFF, 0.01
+    backoff, failure_policy.BACKOFF = failure_policy.BACKOFF, 0.01
     try:
         SCRIPT[:] = [json.JSONDecodeError("Unterminated string", "{", 1)] * 6  # 2 samples x 3 tries
         inspect_eval(medqa_clean(data="demo", limit=2), model="medfuzz-scripted/broken", log_dir=str(folder),
                      display="none", max_samples=1)
     finally:
-        _failures.BACKOFF = backoff
+        failure_policy.BACKOFF = backoff
         SCRIPT.clear()
     out = tmp_path_factory.mktemp("failed-report")
     assert medfuzz_main(["report", str(folder), "--out", str(out)]) == 0
@@ -425,8 +425,8 @@ def test_the_terminal_summary_writes_numbers_as_the_page_does(logs: Path, report
 
     from medfuzz.cli.summary import summary_lines
     from medfuzz.records.keys import method_of
-    from medfuzz.report._logs import read_log
     from medfuzz.report.format import number
+    from medfuzz.report.log_reader import read_log
 
     headers = {}
     for path in sorted(logs.glob("*.eval")):

@@ -1,4 +1,4 @@
-"""``_run_checks.failure_message``: when a run with no answered sample is an error, and what it says."""
+"""``run_checks.failure_message``: when a run with no answered sample is an error, and what it says."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from medfuzz.tasks.inspect._run_checks import ANSWERED, NOT_ASKED, AllLLMErrors, RunChecks, failure_message, reason
+from medfuzz.tasks.inspect.run_checks import ANSWERED, NOT_ASKED, AllLLMErrors, RunChecks, failure_message, reason
 
 
 def test_only_llm_errors_fail_the_run_with_the_most_common_reason() -> None:

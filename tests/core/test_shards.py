@@ -90,7 +90,7 @@ def shard_set(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path
 def _merged(paths: list[Path], out: Path):
     from inspect_ai.log import read_eval_log
 
-    from medfuzz.report._logs import read_once
+    from medfuzz.report.log_reader import read_once
     from medfuzz.report.shards import merge_shards
 
     with read_once():

@@ -41,10 +41,10 @@ def test_inspect_cot_prompt_style_changes_template():
 
 
 def test_lm_eval_docs_from_metadata(monkeypatch):
-    from medfuzz.tasks.lm_eval import _options
+    from medfuzz.tasks.lm_eval import hook_options
 
     # lm-eval's own metadata (version, config_source) and --model_args names reach the hook too
-    monkeypatch.setattr(_options, "model_arg_names", lambda: frozenset({"pretrained"}))
+    monkeypatch.setattr(hook_options, "model_arg_names", lambda: frozenset({"pretrained"}))
     docs = clean_docs("medqa", data="demo", version=1.0, config_source="x.yaml", pretrained="ignored-model-arg")["test"]
     assert len(docs) == 50
     first = docs[0]

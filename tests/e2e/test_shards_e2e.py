@@ -60,7 +60,7 @@ def test_shards_merged_by_the_report_equal_the_whole_run(server: PlantedServer, 
     from inspect_ai.log import list_eval_logs, read_eval_log
 
     from medfuzz.report import collect_logs
-    from medfuzz.report._logs import read_once
+    from medfuzz.report.log_reader import read_once
     from medfuzz.report.shards import merge_shards
 
     _run(server, tmp_path / "whole", "--no-report")

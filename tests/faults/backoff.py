@@ -5,7 +5,7 @@ OpenAI-compatible provider and medfuzz's lm-eval client both keep them: 0.5 s do
 the server sends ``Retry-After``), then Inspect's retry loop (tenacity: 3-6 s before the first retry,
 ``wait_exponential_jitter(initial=3, jitter=3)`` in ``inspect_ai.model._retry``, unless the provider's
 ``ModelAPI.retry_wait()`` names another wait), then medfuzz's guard around a plain ``generate()``
-(``medfuzz.tasks.inspect._failures.BACKOFF``: 2 s, doubled per try). A fault test proves *what* happens after the
+(``medfuzz.tasks.inspect.failure_policy.BACKOFF``: 2 s, doubled per try). A fault test proves *what* happens after the
 retries (the outcome, the LLM-error count, the reason a run stops), never how long the waits were, so the tests
 keep the same retries and attempts and wait about 50 times less, in the same exponential shapes. The fault
 server's 429 says ``Retry-After: 0.05`` (``RETRY_AFTER``; the SDK honours a fraction of a second) instead of 1 s.
@@ -47,16 +47,16 @@ def _apply() -> tuple[object, float, dict[str, float]]:
     import openai._base_client as sdk
     from inspect_ai.model._model import ModelAPI
 
-    from medfuzz.tasks.inspect import _failures
+    from medfuzz.tasks.inspect import failure_policy
 
-    saved = (ModelAPI.__dict__["retry_wait"], _failures.BACKOFF, {name: getattr(sdk, name) for name in SDK_DELAYS})
+    saved = (ModelAPI.__dict__["retry_wait"], failure_policy.BACKOFF, {name: getattr(sdk, name) for name in SDK_DELAYS})
     # module globals that the SDK's _calculate_retry_timeout reads at every retry
     for name, seconds in SDK_DELAYS.items():
         setattr(sdk, name, seconds)
     # ModelAPI.retry_wait() is the hook Inspect's providers override to choose their wait (vllm, grok, sglang do);
     # the OpenAI-compatible provider the fault server is reached through keeps the base class's None (= default)
     ModelAPI.retry_wait = lambda self: _inspect_wait()  # type: ignore[method-assign]
-    _failures.BACKOFF = GUARD_BACKOFF
+    failure_policy.BACKOFF = GUARD_BACKOFF
     return saved
 
 
@@ -70,14 +70,14 @@ def short_backoff() -> Iterator[None]:
     import openai._base_client as sdk
     from inspect_ai.model._model import ModelAPI
 
-    from medfuzz.tasks.inspect import _failures
+    from medfuzz.tasks.inspect import failure_policy
 
     retry_wait, backoff, delays = _apply()
     try:
         yield
     finally:
         ModelAPI.retry_wait = retry_wait  # type: ignore[method-assign]
-        _failures.BACKOFF = backoff
+        failure_policy.BACKOFF = backoff
         for name, seconds in delays.items():
             setattr(sdk, name, seconds)
 

@@ -268,14 +268,14 @@ def test_describe_names_the_root_cause_once_and_only_when_it_differs() -> None:
 def test_baseline_retries_what_escapes_generate_then_records_an_llm_error(tmp_path: Path) -> None:
     from inspect_ai import eval as inspect_eval
 
-    from medfuzz.tasks.inspect import _failures
+    from medfuzz.tasks.inspect import failure_policy
     from medfuzz.tasks.inspect.baselines import medqa_clean
     from tests.scripted_inspect import SCRIPT
 
     bad_body = json.JSONDecodeError("Unterminated string", "{", 1)
     # sample 1: one truncated body, then the answer; sample 2: never an answer (3 tries); sample 3: empty, answer
     SCRIPT[:] = [bad_body, "ANSWER: C", bad_body, bad_body, bad_body, "", "ANSWER: D"]
-    assert _failures.BACKOFF < 1  # the guard waits the test's back-off (tests/conftest.py), not 2 s, 4 s
+    assert failure_policy.BACKOFF < 1  # the guard waits the test's back-off (tests/conftest.py), not 2 s, 4 s
     log = inspect_eval(medqa_clean(data="demo", limit=3), model="medfuzz-scripted/x", log_dir=str(tmp_path),
                        display="none", max_samples=1)[0]
     assert log.status == "success" and SCRIPT == []

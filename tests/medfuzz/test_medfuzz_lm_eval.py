@@ -226,10 +226,10 @@ def test_attack_first_is_cached_and_resumable(tmp_path):
 
 
 def test_docs_need_a_source_and_some_fuzzed_items(tmp_path, monkeypatch):
-    from medfuzz.tasks.lm_eval import _options
+    from medfuzz.tasks.lm_eval import hook_options
     from medfuzz.tasks.lm_eval.medfuzz import medfuzz_docs
 
-    monkeypatch.setattr(_options, "model_arg_names", lambda: frozenset({"pretrained"}))
+    monkeypatch.setattr(hook_options, "model_arg_names", lambda: frozenset({"pretrained"}))
     with pytest.raises(ValueError, match="needs --metadata"):
         medfuzz_docs("medqa", pretrained="x")  # model_args arrive too and are left to the model
     record = {"id": "x", "outcome": "llm_error", "original": ITEM.to_record(), "fuzzed": ITEM.to_record()}

@@ -72,7 +72,7 @@ def test_inspect_task_logs_the_bound_when_the_run_starts(caplog: pytest.LogCaptu
     task = medfuzz_medqa(data="demo", limit=10, turns=2, replicates=1, controls=0, exemplars=0, max_retries=0)
     assert "max_calls" not in task.metadata and len(task.dataset) == 10
     spec = SimpleNamespace(metadata=dict(task.metadata))
-    with caplog.at_level("WARNING", logger="medfuzz.tasks.inspect._cost"):
+    with caplog.at_level("WARNING", logger="medfuzz.tasks.inspect.call_bound"):
         asyncio.run(task.early_stopping.start_task(spec, [None] * 3, 1))
     # per item: target 3 x 3 = 9, attacker 5
     assert spec.metadata["max_calls"] == {"target": 27, "attacker": 15}

@@ -100,7 +100,7 @@ def test_process_results_scores_the_argmax_letter() -> None:
 def test_inspect_only_options_are_refused_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     """lm-eval reads letter log-likelihoods (the argmax, what temperature 0 gives): a temperature or a generator
     role aimed at MedGuard would be silently ignored, so it is an error that says why."""
-    from medfuzz.tasks.lm_eval import _options
+    from medfuzz.tasks.lm_eval import hook_options
 
     with pytest.raises(ConfigError, match=r"medguard_temperature: .*log-likelihoods"):
         hooks.aspect_docs("defense", medguard_temperature=0.7)
@@ -109,7 +109,7 @@ def test_inspect_only_options_are_refused_with_the_reason(monkeypatch: pytest.Mo
     with pytest.raises(ConfigError, match=r"temperature: .*log-likelihoods"):  # plain, from --metadata
         hooks.aspect_docs("defense", temperature=0.7, medguard_limit_per_aspect=1)
     # the same plain name from --model_args is the model's (lm-eval merges both into the hook's kwargs)
-    monkeypatch.setattr(_options, "model_arg_names", lambda: frozenset({"temperature"}))
+    monkeypatch.setattr(hook_options, "model_arg_names", lambda: frozenset({"temperature"}))
     assert hooks.aspect_docs("defense", temperature=0.7, medguard_limit_per_aspect=1)["test"]
 
 

@@ -30,7 +30,7 @@ def test_inspect_task_logs_the_bound_when_the_run_starts(caplog) -> None:
                       vocabulary=str(fixtures / "tces" / "drugs_drugcentral.csv"))
     assert "max_calls" not in task.metadata
     spec = SimpleNamespace(metadata={})
-    with caplog.at_level("WARNING", logger="medfuzz.tasks.inspect._cost"):
+    with caplog.at_level("WARNING", logger="medfuzz.tasks.inspect.call_bound"):
         asyncio.run(task.early_stopping.start_task(spec, [None] * 2, 3))
     assert spec.metadata["max_calls"] == {"target": 4 * 6}
     assert "TCES: at most 24 model calls for 6 samples (target 24)" in caplog.text

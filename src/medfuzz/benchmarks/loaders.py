@@ -14,7 +14,6 @@ import logging
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,7 +21,9 @@ from medfuzz.benchmarks.cleaning import clean_text
 from medfuzz.benchmarks.items import LETTERS, MCQItem
 from medfuzz.errors import DataError, MedfuzzError
 
-_DATA = Path(str(resources.files("medfuzz.benchmarks") / "data"))
+# The folder beside this file (naming the package, as ``resources.files("medfuzz.benchmarks")`` does, would
+# import the package back from its own submodule: an import circle).
+_DATA = Path(__file__).with_name("data")
 DEMO_MEDQA = _DATA / "medqa_demo.jsonl"
 DEMO_MEDMCQA = _DATA / "medmcqa_demo.jsonl"
 

@@ -38,7 +38,7 @@ def main() -> None:
     import sys
 
     from medfuzz.models.failures import environment_secrets, redact_log_records
-    from medfuzz.tasks.lm_eval._options import command_line_secrets
+    from medfuzz.tasks.lm_eval.hook_options import command_line_secrets
 
     # lm-eval logs a failed request's raw body (a 401 may echo the key) and its model arguments: no key in a log
     redact_log_records([*environment_secrets(), *command_line_secrets(sys.argv[1:])])

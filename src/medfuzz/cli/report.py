@@ -66,7 +66,7 @@ def _compare(args: argparse.Namespace) -> int:
     import tempfile
 
     from medfuzz.report import collect_logs, usable_logs
-    from medfuzz.report._logs import read_once
+    from medfuzz.report.log_reader import read_once
     from medfuzz.report.problems import Problems
     from medfuzz.report.shards import merge_shards
 

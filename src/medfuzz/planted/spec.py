@@ -16,7 +16,6 @@ import csv
 import dataclasses
 import json
 from dataclasses import asdict, dataclass, field, fields
-from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -212,7 +211,7 @@ class PlantedSpec:
             if not path.is_file():
                 raise ConfigError(f"planted spec {path} does not exist")
             return cls.from_mapping(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
-        resource = resources.files("medfuzz.planted") / f"{spec}.yaml"
+        resource = Path(__file__).with_name(f"{spec}.yaml")  # beside this file, not via the package (a circle)
         if not resource.is_file():
             raise ConfigError(f"unknown planted spec {spec!r}; bundled: {DEFAULT_SPEC!r} (or give a .yaml path)")
         return cls.from_mapping(yaml.safe_load(resource.read_text(encoding="utf-8")), f"builtin:{spec}")

@@ -5,13 +5,13 @@ logs it understands and ignores the rest (named by its spec in ``medfuzz.records
 ``render_all`` runs every one that is installed, then writes
 ``index.html`` (``medfuzz.report.index``): one self-contained page over every run and every file written, with
 ``summary.json`` and ``model-index.yaml`` (``medfuzz.report.overview``) beside it. Every log is parsed once
-(``medfuzz.report._logs.read_once``), however many renderers look at it. The logs of a run split into shards
+(``medfuzz.report.log_reader.read_once``), however many renderers look at it. The logs of a run split into shards
 (``medfuzz run --shard K/N``) are merged into that one run first (``medfuzz.report.shards``).
 
 The report always lands: a section that fails is shown as an error in its place, an input that cannot be used
 (an unreadable ``.eval``, a shard set with a shard missing, shards of two configurations) is named, both on the
 console and at the top of the page, and ``render_all`` returns them (``Rendered.problems``) so that ``medfuzz
-report`` exits 1. Files a previous render wrote and this one did not are removed (``medfuzz.report._outputs``).
+report`` exits 1. Files a previous render wrote and this one did not are removed (``medfuzz.report.outputs``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 from medfuzz.records.methods import METHODS
-from medfuzz.report._logs import collect_logs
+from medfuzz.report.log_reader import collect_logs
 from medfuzz.report.problems import Problems, describe
 
 __all__ = ["Rendered", "collect_logs", "render_all", "renderers", "usable_logs"]
@@ -63,9 +63,9 @@ def render_all(paths: list[Path], out_dir: Path, echo: bool = True) -> Rendered:
     ``model-index.yaml`` in ``out_dir``. Never stops at one bad section or file: a renderer that raises is
     shown as an error in its section's place, an unreadable input is named, and both are in ``problems`` (each
     also printed on stderr as it is found, unless ``echo`` is off). Files an earlier render wrote into
-    ``out_dir`` and this one did not are removed (``medfuzz.report._outputs``)."""
-    from medfuzz.report._logs import read_once
-    from medfuzz.report._outputs import forget_page, previous_files, settle
+    ``out_dir`` and this one did not are removed (``medfuzz.report.outputs``)."""
+    from medfuzz.report.log_reader import read_once
+    from medfuzz.report.outputs import forget_page, previous_files, settle
 
     logs = collect_logs(paths)  # first: a missing input stops the command before it creates any folder
     inputs = list(logs)
@@ -132,8 +132,8 @@ def usable_logs(logs: list[Path], out_dir: Path, problems: Problems) -> list[Pat
     """``logs`` without the files that cannot be read as what their names say (an ``.eval`` that is not an
     Inspect log, a ``results_*.json`` that is not lm-eval's results), each named in ``problems``. Other JSON
     files (``eval-set.json``, ...) pass: a renderer that knows them reads them."""
-    from medfuzz.report._logs import read_log
     from medfuzz.report.index import shown_path
+    from medfuzz.report.log_reader import read_log
 
     usable = []
     for path in logs:

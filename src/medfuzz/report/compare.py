@@ -38,8 +38,8 @@ from typing import Any
 
 from medfuzz.records.keys import METHOD_KEY
 from medfuzz.records.lm_eval_docs import versions_correct
-from medfuzz.report._logs import collect_logs
 from medfuzz.report.format import html_page, markdown_tables, number, safe_cell
+from medfuzz.report.log_reader import collect_logs
 from medfuzz.stats import DEFAULT_ALPHA, significant
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ def _tces_inspect(log: Any, path: Path) -> AttackRun:
 
 def _inspect_run(path: Path) -> AttackRun | None:
     try:
-        from medfuzz.report._logs import read_log
+        from medfuzz.report.log_reader import read_log
 
         header = read_log(path, header_only=True)
     except Exception:  # not an Inspect log: another reader's business

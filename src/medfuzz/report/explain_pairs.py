@@ -15,7 +15,7 @@ from typing import Any
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.errors import MedfuzzError
 from medfuzz.records.keys import METHOD_KEY
-from medfuzz.report._logs import collect_logs
+from medfuzz.report.log_reader import collect_logs
 from medfuzz.solvers.tces.explain.pair import ExplainPair
 
 SCORER = "tces_scorer"

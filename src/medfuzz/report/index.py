@@ -31,8 +31,8 @@ from typing import Any
 
 from medfuzz.records.keys import METHOD_KEY, method_of
 from medfuzz.records.methods import METHODS
-from medfuzz.report._outputs import write_text_atomically
 from medfuzz.report.format import Shown, display, html_page, markdown_tables, path_like, table
+from medfuzz.report.outputs import write_text_atomically
 from medfuzz.report.problems import Problems
 
 INDEX = "index.html"
@@ -157,7 +157,7 @@ def sample_failure(sample: Any) -> str | None:
 
 def run_problem(log: Any) -> str:
     """The banner of a run whose numbers cannot be read as results, with its cause; empty for a sound run."""
-    # a run stopped by the run checks (tasks/inspect/_run_checks.py: every sample an LLM error) is shown by its
+    # a run stopped by the run checks (tasks/inspect/run_checks.py: every sample an LLM error) is shown by its
     # samples' causes, which name the problem more plainly than the exception text; any other failed run by its
     # error; a finished run whose every sample failed (logs from before the run checks) by its samples
     reasons = [sample_failure(s) for s in log.samples or []]
@@ -184,7 +184,7 @@ def _short(value: Any) -> str:
 
 def inspect_card(path: Path) -> RunCard | None:
     """The card of an Inspect log; ``None`` when the file is not an Inspect log."""
-    from medfuzz.report._logs import read_log
+    from medfuzz.report.log_reader import read_log
 
     try:
         log = read_log(path)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.records.keys import method_of
-from medfuzz.report._logs import read_log
+from medfuzz.report.log_reader import read_log
 from medfuzz.scorers.medfuzz import totals
 from medfuzz.stats import DEFAULT_ALPHA, adjust, attainability, guess_accuracy, significant
 

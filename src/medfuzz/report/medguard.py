@@ -60,7 +60,7 @@ def results_from_inspect_log(log: Any) -> list[ItemResult]:
     """Per-item results of a MedGuard Inspect log (an ``EvalLog`` or a path); a sample that errored or was
     never scored counts as a wrong, unusable answer with status ``error``."""
     if not hasattr(log, "eval"):
-        from medfuzz.report._logs import read_log
+        from medfuzz.report.log_reader import read_log
 
         log = read_log(log)
     results = []
@@ -87,7 +87,7 @@ NOT_SETTINGS = frozenset({"aspects", METHOD_KEY, "medguard", SUITE_KEY, SHARD_KE
 
 
 def _inspect_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]] | None:
-    from medfuzz.report._logs import read_log
+    from medfuzz.report.log_reader import read_log
 
     try:
         header = read_log(path, header_only=True)

@@ -274,7 +274,7 @@ GLANCE_READERS: dict[str, Callable[[Any, Path], MethodResult | None] | None] = {
 
 def build(paths: list[Path]) -> list[ModelCard]:
     """One card per target model over every run in ``paths`` (models in order of first appearance)."""
-    from medfuzz.report._logs import read_log
+    from medfuzz.report.log_reader import read_log
 
     cards: dict[str, ModelCard] = {}
 

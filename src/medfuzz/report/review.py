@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.errors import DataError
-from medfuzz.report._logs import collect_logs
 from medfuzz.report.format import ATTACK_STYLE, csv_cell, highlight, html_page, number, p_value
+from medfuzz.report.log_reader import collect_logs
 from medfuzz.report.medfuzz_logs import attacks_of, read_medfuzz_log
 
 QUESTIONS = {

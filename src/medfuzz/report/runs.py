@@ -36,7 +36,7 @@ def read_inspect_log(path: str | Path, scorer: str = "baseline_choice",
     """Strict accuracy from ``scorer`` (over answered samples) and, when the log has it, the lenient accuracy
     and the count of replies that needed the lenient reading from ``lenient_scorer``
     (``medfuzz.tasks.inspect.baselines``)."""
-    from medfuzz.report._logs import read_log
+    from medfuzz.report.log_reader import read_log
 
     log = read_log(path)
     if log.status != "success" or log.results is None:

@@ -11,7 +11,7 @@ method seeds a sample from the sample itself, so the merged log's numbers are th
 (``tests/core/test_shards.py`` runs both and compares every metric).
 
 The merged log is written as a real Inspect log (``inspect view`` reads it), with Inspect's shard provenance
-(``EvalSpec.shards``: a ledger entry per shard). Its samples are what the report reads (``_logs.read_log``):
+(``EvalSpec.shards``: a ledger entry per shard). Its samples are what the report reads (``log_reader.read_log``):
 scores with their records, metadata, usage and errors; their transcripts (events, messages) stay in the shard
 logs, which the ledger names (at the split's size the transcripts are 85 % of a MedFuzz sample).
 
@@ -183,14 +183,14 @@ def merged_name(log: Any) -> str:
 
 def merge_shards(paths: Sequence[Path], out_dir: Path, problems: Problems | None = None) -> list[Path]:
     """``paths`` with every shard set replaced by its merged log, written under ``out_dir/merged-shards`` (and,
-    inside ``_logs.read_once``, handed to the renderers without a second parse). A merged log among ``paths``
+    inside ``log_reader.read_once``, handed to the renderers without a second parse). A merged log among ``paths``
     whose shards are there too is replaced by a fresh merge; other files pass through unchanged. With
     ``problems``, each shard set that does not make one finished run (a shard missing or unfinished, slices
     overlapping) and each run whose shards come in two configurations is named there; a shard set that cannot
     be merged at all is named and left out (its shards are never read as separate runs)."""
     from inspect_ai.log import write_eval_log
 
-    from medfuzz.report._logs import read_log, remember
+    from medfuzz.report.log_reader import read_log, remember
 
     groups: dict[str, list[ShardLog]] = defaultdict(list)
     merged_inputs: dict[str, list[Path]] = defaultdict(list)

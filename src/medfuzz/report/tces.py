@@ -60,7 +60,7 @@ class TCESRun:
 
 def read_tces_log(path: Path) -> TCESRun | None:
     """The run in an Inspect log, or ``None`` when the log is not a finished TCES run."""
-    from medfuzz.report._logs import read_log
+    from medfuzz.report.log_reader import read_log
 
     try:
         log = read_log(path)

@@ -686,7 +686,7 @@ class LmEvalPlan:
         model, _, args = text.partition(":")
         if not model:
             raise ConfigError(f"--lm-eval {text!r}: expected MODEL or MODEL:MODEL_ARGS (e.g. hf:pretrained=NAME)")
-        from medfuzz.tasks.lm_eval._options import refuse_secret_model_args
+        from medfuzz.tasks.lm_eval.hook_options import refuse_secret_model_args
 
         refuse_secret_model_args(args, where="--lm-eval")  # before the Inspect half, and before it is printed
         return cls(model, args)

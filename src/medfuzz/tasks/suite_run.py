@@ -91,7 +91,7 @@ def run_suite_plan(plan: SuitePlan, how: RunOptions | None = None, summary_lines
     interrupt as exit code 130."""
     from inspect_ai._util.error import PrerequisiteError
 
-    from medfuzz.tasks.inspect._errors import USER_ERRORS
+    from medfuzz.tasks.inspect.user_errors import USER_ERRORS
 
     how = how or RunOptions()
     try:

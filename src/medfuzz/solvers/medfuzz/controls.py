@@ -21,12 +21,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+import medfuzz.solvers.medfuzz.prompts as prompts  # the module itself, not the package that re-exports it
 from medfuzz import stats
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.models.logprobs import normalise
 from medfuzz.models.protocol import ChatMessage, ChatModel, UsageLedger
-from medfuzz.solvers.medfuzz import prompts
 from medfuzz.solvers.medfuzz.cache import RequestCache
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.parsing import added_word_count, parse_modified_item

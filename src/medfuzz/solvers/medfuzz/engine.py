@@ -19,9 +19,9 @@ import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
+import medfuzz.solvers.medfuzz.prompts as prompts  # the module itself, not the package that re-exports it
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.models.protocol import ChatMessage, ChatModel, UsageLedger
-from medfuzz.solvers.medfuzz import prompts
 from medfuzz.solvers.medfuzz.cache import RequestCache
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.controls import Estimate, SignificanceContext, estimate_p, make_draws, test_attack

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -27,6 +26,9 @@ from medfuzz.models.protocol import ChatMessage
 PACK_FIELDS = ("name", "assumption", "definitions", "goal", "constraints", "examples", "reminder", "added_kind",
                "control_constraints")
 DEFAULT_PACK = "patient_characteristics"
+# The bundled packs, beside this file (naming the package, as ``resources.files`` would, imports it back from its
+# own submodule: an import circle).
+PACKS = Path(__file__).with_name("packs")
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class AssumptionPack:
 
 
 def builtin_packs() -> list[str]:
-    folder = resources.files("medfuzz.solvers.medfuzz") / "packs"
+    folder = PACKS
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
@@ -58,7 +60,7 @@ def load_pack(pack: str | Path = DEFAULT_PACK) -> AssumptionPack:
             raise MedfuzzError(f"assumption pack {path} does not exist")
         text, source = path.read_text(encoding="utf-8"), str(path)
     else:
-        resource = resources.files("medfuzz.solvers.medfuzz") / "packs" / f"{pack}.yaml"
+        resource = PACKS / f"{pack}.yaml"
         if not resource.is_file():
             raise MedfuzzError(f"unknown assumption pack {pack!r}; bundled: {builtin_packs()} (or give a .yaml path)")
         text, source = resource.read_text(encoding="utf-8"), f"builtin:{pack}"

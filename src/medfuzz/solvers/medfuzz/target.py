@@ -10,10 +10,10 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import medfuzz.solvers.medfuzz.prompts as prompts  # the module itself, not the package that re-exports it
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.models.protocol import ChatMessage, ChatModel, Generation, UsageLedger
-from medfuzz.solvers.medfuzz import prompts
 from medfuzz.solvers.medfuzz.cache import RequestCache
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.parsing import is_refusal, parse_confidences

@@ -18,13 +18,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+import medfuzz.solvers.medguard.equity_orders as equity_orders  # the modules, not the package (an import circle)
+import medfuzz.solvers.medguard.generator as gen
+import medfuzz.solvers.medguard.sources as sources
 from medfuzz.benchmarks import LETTERS, MCQItem, load_items
 from medfuzz.benchmarks.items import item_seed
 from medfuzz.errors import DataError, MedfuzzError
 from medfuzz.models import ChatModel
 from medfuzz.options import MethodConfig, check
-from medfuzz.solvers.medguard import equity_orders, sources
-from medfuzz.solvers.medguard import generator as gen
 from medfuzz.solvers.medguard.balance import balance_keys
 from medfuzz.solvers.medguard.statements import hallucination_item, pair_related, statement_pair_item
 from medfuzz.solvers.medguard.taxonomy import EQUITY_POOL, RACES, SEXES, Aspect, parse_aspects, pool_of

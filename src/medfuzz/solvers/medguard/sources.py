@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from medfuzz.benchmarks.loaders import read_rows
 from medfuzz.errors import DataError
 from medfuzz.solvers.medguard.statements import Abstract
 
-DATA = Path(str(resources.files("medfuzz.solvers.medguard") / "data"))
+DATA = Path(__file__).with_name("data")  # beside this file: naming the package would import it back
 DEMO = {
     "pubmedqa": DATA / "pubmedqa_demo.json",
     "stereotype": DATA / "stereotype_demo.jsonl",

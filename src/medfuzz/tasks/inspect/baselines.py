@@ -1,6 +1,6 @@
 """Clean multiple-choice baselines: ``medfuzz/medqa_clean`` and ``medfuzz/medmcqa_clean`` (Inspect's own
 ``multiple_choice`` solver and strict ``choice()`` scorer; the lm-eval twins are ``medqa_clean`` and
-``medmcqa_clean``). Backend failures follow the shared failure policy (``_failures``): retried, then an LLM
+``medmcqa_clean``). Backend failures follow the shared failure policy (``failure_policy``): retried, then an LLM
 error of the sample, never a failed run.
 
 Two scorers run on every sample. ``baseline_choice`` is Inspect's own strict ``choice()`` (the reply must
@@ -35,10 +35,10 @@ from medfuzz.adapters.inspect_model import default_generate_config
 from medfuzz.benchmarks import PromptStyle
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.selection import DEFAULT, DEFAULT_SPLITS, DataSelection
-from medfuzz.tasks.inspect._dataset import mcq_dataset
-from medfuzz.tasks.inspect._errors import one_line_user_errors
-from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, baseline_choice
-from medfuzz.tasks.inspect._run_checks import RunChecks, first_reason
+from medfuzz.tasks.inspect.failure_policy import LLM_ERROR, answer_or_llm_error, baseline_choice
+from medfuzz.tasks.inspect.run_checks import RunChecks, first_reason
+from medfuzz.tasks.inspect.samples import mcq_dataset
+from medfuzz.tasks.inspect.user_errors import one_line_user_errors
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
 # bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")

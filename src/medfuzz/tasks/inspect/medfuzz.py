@@ -49,10 +49,10 @@ from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import fuzzed_records
 from medfuzz.solvers.outcomes import Outcome
 from medfuzz.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
-from medfuzz.tasks.inspect._cost import announce_max_calls, record
-from medfuzz.tasks.inspect._dataset import mcq_dataset
-from medfuzz.tasks.inspect._errors import one_line_user_errors
-from medfuzz.tasks.inspect._run_checks import ANSWERED, RunChecks, reason
+from medfuzz.tasks.inspect.call_bound import announce_max_calls, record
+from medfuzz.tasks.inspect.run_checks import ANSWERED, RunChecks, reason
+from medfuzz.tasks.inspect.samples import mcq_dataset
+from medfuzz.tasks.inspect.user_errors import one_line_user_errors
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
 # bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")
@@ -381,7 +381,7 @@ def warn_attainability(config: MedFuzzConfig, items: int) -> dict[str, Any] | No
 
 
 def llm_error_of_item(scores: dict[str, SampleScore]) -> str:
-    """``_run_checks`` verdict of a MedFuzz sample: an LLM error when every replicate ended as one (its most
+    """``run_checks`` verdict of a MedFuzz sample: an LLM error when every replicate ended as one (its most
     common reason), else answered (an item with one usable replicate has a number)."""
     score = scores.get("medfuzz_scorer")
     value = score.score.value if score is not None else None

@@ -34,10 +34,10 @@ from medfuzz.solvers.medguard.config import MedGuardConfig
 from medfuzz.solvers.medguard.prompts import parse_strategy, template
 from medfuzz.solvers.medguard.taxonomy import parse_aspects
 from medfuzz.solvers.medguard.transforms import colloquial_glossary_item
-from medfuzz.tasks.inspect._dataset import item_to_sample
-from medfuzz.tasks.inspect._errors import one_line_user_errors
-from medfuzz.tasks.inspect._failures import LLM_ERROR, answer_or_llm_error, llm_error_count, llm_error_rate
-from medfuzz.tasks.inspect._run_checks import RunChecks, first_reason, reason
+from medfuzz.tasks.inspect.failure_policy import LLM_ERROR, answer_or_llm_error, llm_error_count, llm_error_rate
+from medfuzz.tasks.inspect.run_checks import RunChecks, first_reason, reason
+from medfuzz.tasks.inspect.samples import item_to_sample
+from medfuzz.tasks.inspect.user_errors import one_line_user_errors
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
 # bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")
@@ -215,7 +215,7 @@ def interleaved(items: list[MCQItem]) -> list[MCQItem]:
 
 
 def llm_error_of_sample(scores: dict[str, SampleScore]) -> str:
-    """``_run_checks`` verdict of a MedGuard sample: the evaluated model's LLM error, or the generator role's
+    """``run_checks`` verdict of a MedGuard sample: the evaluated model's LLM error, or the generator role's
     (a sample it could not rewrite was never asked, for want of a model that answers)."""
     metadata = (scores["medguard"].score.metadata or {}) if "medguard" in scores else {}
     if metadata.get("status") == STATUS_GENERATOR_ERROR:

@@ -27,10 +27,10 @@ from medfuzz.benchmarks.selection import DEFAULT, DataSelection
 from medfuzz.scorers.tces import TCESSummary, summarise
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
-from medfuzz.tasks.inspect._cost import announce_max_calls
-from medfuzz.tasks.inspect._dataset import mcq_dataset
-from medfuzz.tasks.inspect._errors import one_line_user_errors
-from medfuzz.tasks.inspect._run_checks import ANSWERED, NOT_ASKED, RunChecks, reason
+from medfuzz.tasks.inspect.call_bound import announce_max_calls
+from medfuzz.tasks.inspect.run_checks import ANSWERED, NOT_ASKED, RunChecks, reason
+from medfuzz.tasks.inspect.samples import mcq_dataset
+from medfuzz.tasks.inspect.user_errors import one_line_user_errors
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
 # bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")
@@ -151,7 +151,7 @@ def tces_scorer() -> Scorer:
 
 
 def llm_error_of_item(scores: dict[str, SampleScore]) -> str:
-    """``_run_checks`` verdict of a TCES sample: its attack's LLM-error reason; an item with no entity of the
+    """``run_checks`` verdict of a TCES sample: its attack's LLM-error reason; an item with no entity of the
     type was never asked."""
     score = scores.get("tces_scorer")
     record = (score.score.metadata or {}).get("record") if score is not None else None

@@ -2,7 +2,7 @@
 
 Options (``--metadata``): ``data`` (hf | demo | a file), ``split``, ``shuffle_choices``, ``seed``, ``limit``
 (first N items), each also as ``medqa_<name>`` / ``medmcqa_<name>`` for one benchmark or ``clean_<name>`` for
-the clean baselines only; an unknown name stops the run (``medfuzz.tasks.lm_eval._options``). The benchmark
+the clean baselines only; an unknown name stops the run (``medfuzz.tasks.lm_eval.hook_options``). The benchmark
 itself comes from the task's ``dataset_kwargs`` (``task_benchmark``).
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from medfuzz.tasks.lm_eval._docs import benchmark_items, dataset, item_to_doc
-from medfuzz.tasks.lm_eval._options import read_options
+from medfuzz.tasks.lm_eval.hook_options import read_options
+from medfuzz.tasks.lm_eval.item_docs import benchmark_items, dataset, item_to_doc
 
 
 def clean_docs(task_benchmark: str, **kwargs: Any):

@@ -24,7 +24,7 @@ The fuzzed items come from either
 
 Options arrive as keyword arguments (``--metadata`` JSON merged with ``--model_args``), each also as
 ``medfuzz_<name>`` or ``<benchmark>_<name>`` (the family prefix wins); an unknown name stops the run
-(``medfuzz.tasks.lm_eval._options``). The benchmark comes from the task's ``dataset_kwargs``.
+(``medfuzz.tasks.lm_eval.hook_options``). The benchmark comes from the task's ``dataset_kwargs``.
 
 Every replicate the source holds is one doc (the attack path and an Inspect log hold every replicate; a fuzzed
 file holds those with a tried question). ``outcomes`` (default ``success,attack_failed``) picks the replicates
@@ -60,8 +60,8 @@ from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import ATTACKED, fuzzed_pairs, read_jsonl
-from medfuzz.tasks.lm_eval._docs import dataset, selection
-from medfuzz.tasks.lm_eval._options import read_options
+from medfuzz.tasks.lm_eval.hook_options import read_options
+from medfuzz.tasks.lm_eval.item_docs import dataset, selection
 
 log = logging.getLogger(__name__)
 

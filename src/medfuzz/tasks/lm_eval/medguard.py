@@ -6,7 +6,7 @@ Options (``--metadata``): the ``MedGuardConfig`` parameters with the Inspect tas
 (``benchmark``, ``strategy`` (basic | safe; chain-of-thought needs generation: use Inspect), ``seed``, ``n``,
 ``limit_per_aspect``, the builder sources ``medqa`` ... ``translations``), each also as ``medguard_<name>``
 (which wins). The aspect comes from the task's ``dataset_kwargs``. An unknown name stops the run with the
-closest known one (``medfuzz.tasks.lm_eval._options``). ``temperature`` and ``generator`` are Inspect-only:
+closest known one (``medfuzz.tasks.lm_eval.hook_options``). ``temperature`` and ``generator`` are Inspect-only:
 letter log-likelihoods are read, not sampled, so the answer is the argmax (what temperature 0 gives) and no
 generator role runs; they are refused with that reason rather than silently ignored (a ``temperature`` in
 ``--model_args`` is the model's and is left alone).
@@ -35,8 +35,8 @@ from medfuzz.solvers.medguard.builders import limit_per_pool
 from medfuzz.solvers.medguard.config import MedGuardConfig
 from medfuzz.solvers.medguard.prompts import completion_prefix, parse_strategy
 from medfuzz.solvers.medguard.taxonomy import EQUITY_POOL, RACES, SEXES, Aspect
-from medfuzz.tasks.lm_eval._docs import dataset
-from medfuzz.tasks.lm_eval._options import read_options
+from medfuzz.tasks.lm_eval.hook_options import read_options
+from medfuzz.tasks.lm_eval.item_docs import dataset
 
 
 def item_to_doc(item: MCQItem, strategy: str) -> dict[str, Any]:

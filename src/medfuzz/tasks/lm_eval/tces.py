@@ -16,7 +16,7 @@ defaults (``sampler`` rands | pdws, ``n``, ``embedding``, ``vocabulary``, ``seed
 (which wins); ``drugs_vocabulary`` / ``diseases_vocabulary`` per entity type; the data options ``data``,
 ``split``, ``shuffle_choices`` (also ``medqa_<name>`` / ``medmcqa_<name>``) and ``limit`` (items). Names that
 exist only in Inspect (``budget``, ``zoo_*``, ``max_tokens``, ...) are refused with the reason, unknown names
-stop the run (``medfuzz.tasks.lm_eval._options``). The benchmark and entity type come from the task's
+stop the run (``medfuzz.tasks.lm_eval.hook_options``). The benchmark and entity type come from the task's
 ``dataset_kwargs``.
 
 Building a doc runs ``first_substitution`` (embedding and sampling) on an item, so the hook builds only the docs a
@@ -35,8 +35,8 @@ from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.records.lm_eval_docs import versions_correct, versions_doc
 from medfuzz.solvers.tces.attack import TCESResources, clean_item, first_substitution
 from medfuzz.solvers.tces.config import TCESConfig
-from medfuzz.tasks.lm_eval._docs import benchmark_items, dataset, item_to_doc, selection
-from medfuzz.tasks.lm_eval._options import lm_eval_doc_limit, read_options
+from medfuzz.tasks.lm_eval.hook_options import lm_eval_doc_limit, read_options
+from medfuzz.tasks.lm_eval.item_docs import benchmark_items, dataset, item_to_doc, selection
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The bill's upper bound, shown before the first model call: a task logs how many calls per role its run can
 make at most (``max_calls`` of the method's config) and records it in the eval's metadata for the report.
 
-It is computed when the run starts (``_run_checks.RunChecks.start_task``), for the samples the run really has:
+It is computed when the run starts (``run_checks.RunChecks.start_task``), for the samples the run really has:
 Inspect applies ``--limit``, ``--sample-id`` and ``--epochs`` after the task is built, so a bound computed
 from the task's dataset would be the whole file's."""
 

@@ -4,7 +4,7 @@ has, after ``--limit``, ``--sample-id`` and ``--epochs``; ``complete_sample`` wi
 ones of ``inspect eval-retry`` included; ``complete_task`` before the metrics). It never stops a sample early.
 
 - At the start: ``on_start(spec, samples)`` (e.g. the up-front bound on model calls for the run's samples,
-  ``_cost.announce_max_calls``), so what is printed and recorded is for the run as it will happen, not for the
+  ``call_bound.announce_max_calls``), so what is printed and recorded is for the run as it will happen, not for the
   task's whole dataset.
 - At the end: a run in which *no* sample got an answer and some ended as LLM errors (the failure policy records
   those as scores so nothing is lost) ends with status ``error`` and the cause (``AllLLMErrors``), instead of

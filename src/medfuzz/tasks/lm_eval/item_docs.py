@@ -2,7 +2,7 @@
 
 lm-eval calls a task's ``custom_dataset`` hook with ``--metadata`` merged with ``--model_args`` and the
 task's own ``dataset_kwargs`` (which fix the benchmark, the entity type or the aspect per task). The options
-are read by ``medfuzz.tasks.lm_eval._options.read_options`` (known names only; prefixes aim an option at one
+are read by ``medfuzz.tasks.lm_eval.hook_options.read_options`` (known names only; prefixes aim an option at one
 task family or benchmark). Method parameters go through the method's config (``*.from_options``), with the
 same names and defaults as the Inspect tasks.
 """
