@@ -92,11 +92,6 @@ def test_no_import_circle_anywhere_in_src() -> None:
     assert circles(module_edges()) == []
 
 
-# validation/ is being reworked in another branch of issue 29: its one private import is listed here so that no
-# other is added; remove the entry when ``validation.medfuzz._GRID`` gets a public name.
-PRIVATE_IMPORTS_LEFT = ["medfuzz.validation.phat -> medfuzz.validation.medfuzz._GRID"]
-
-
 def test_report_imports_no_private_module_or_name_across_modules() -> None:
     assert private_imports(PACKAGE / "report") == []
 
@@ -104,7 +99,7 @@ def test_report_imports_no_private_module_or_name_across_modules() -> None:
 def test_no_module_imports_a_private_module_or_name_of_another() -> None:
     """A private module (``_x.py``) is imported by none of medfuzz's modules and a private name by none but its
     own: what other modules use has a public name that says what it is."""
-    assert private_imports(PACKAGE) == PRIVATE_IMPORTS_LEFT
+    assert private_imports(PACKAGE) == []
 
 
 def test_the_checks_catch_a_circle_and_a_private_import(tmp_path: Path) -> None:

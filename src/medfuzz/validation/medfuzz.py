@@ -53,12 +53,12 @@ from medfuzz.validation.checks import (
 )
 
 METHOD = "MedFuzz"
-_GRID = (np.arange(200_000) + 0.5) / 100_000 - 1.0  # midpoints of U(-1, 1) for the expectations over the jitter
+JITTER_GRID = (np.arange(200_000) + 0.5) / 100_000 - 1.0  # midpoints of U(-1, 1) for the expectations over the jitter
 
 
 def key_means(b: float, sigma: float, delta: float) -> tuple[float, float]:
     """(E[q], E[max(q - δ, 0)]) for q = clip(b + σU, 0, 1)."""
-    q = np.clip(b + sigma * _GRID, 0.0, 1.0)
+    q = np.clip(b + sigma * JITTER_GRID, 0.0, 1.0)
     return float(q.mean()), float(np.maximum(q - delta, 0.0).mean())
 
 

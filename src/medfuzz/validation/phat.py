@@ -32,7 +32,7 @@ from medfuzz.solvers.medfuzz.controls import Estimate, estimate_p, make_draws
 from medfuzz.solvers.medfuzz.target import TargetDialog
 from medfuzz.validation.checks import Check, count_check, mean_check, normal_power, with_power
 from medfuzz.validation.items import synthetic_items
-from medfuzz.validation.medfuzz import _GRID
+from medfuzz.validation.medfuzz import JITTER_GRID
 
 METHOD = "MedFuzz p-hat"
 
@@ -54,7 +54,7 @@ class WithoutLogprobs:
 
 def key_moments(b: float, sigma: float) -> tuple[float, float]:
     """(E[q], Var(q)) for q = clip(b + σU, 0, 1)."""
-    q = np.clip(b + sigma * _GRID, 0.0, 1.0)
+    q = np.clip(b + sigma * JITTER_GRID, 0.0, 1.0)
     return float(q.mean()), float(q.var())
 
 
