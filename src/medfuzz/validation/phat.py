@@ -11,8 +11,12 @@ unclipped) and c0 (1 - c0) / 5 without. The checks, over the items:
 - the draws that read log-probabilities: all of them when present, none when absent (exact);
 - mean of (p-hat - c0) (normal, both cases): a p-hat of the wrong letter (the option's letter before the
   shuffle) is far off;
-- mean of (p-hat - c0)² against its planted value Var(q) / 5 (normal): a p-hat that ignores the
-  log-probabilities when present has the Bernoulli spread, ~40 times larger.
+- mean of (p-hat - c0)² against its planted value Var(q) / 5: a p-hat that ignores the log-probabilities when
+  present has the Bernoulli spread, ~40 times larger. Its interval is the central 99.9 % of the statistic over
+  simulated runs of the planted rule (``SPREAD_RUNS``), not a normal one: a mean of squared Bernoulli-mean
+  deviations is right-skewed, and the normal interval failed the correct estimator at full size (seed 0:
+  0.04593 against [0.02265, 0.04555]; 16 seeds gave z-scores of sd 1.16 with that one at 3.4). The power
+  against each defect is the share of simulated runs under it that fall outside.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from medfuzz.planted import PlantedChatModel, PlantedSpec, PlantedTarget
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.controls import Estimate, estimate_p, make_draws
 from medfuzz.solvers.medfuzz.target import TargetDialog
-from medfuzz.validation.checks import Check, count_check, mean_check, normal_power, with_power
+from medfuzz.validation.checks import LEVEL, Check, count_check, mean_check, normal_power, with_power
 from medfuzz.validation.items import synthetic_items
 from medfuzz.validation.medfuzz import JITTER_GRID
 
 METHOD = "MedFuzz p-hat"
+SPREAD_RUNS = 20_000  # simulated runs behind the spread check's interval and its power
 
 
 class WithoutLogprobs:
@@ -56,6 +61,20 @@ def key_moments(b: float, sigma: float) -> tuple[float, float]:
     """(E[q], Var(q)) for q = clip(b + σU, 0, 1)."""
     q = np.clip(b + sigma * JITTER_GRID, 0.0, 1.0)
     return float(q.mean()), float(q.var())
+
+
+def simulated_spread(rng: np.random.Generator, base: np.ndarray, c0: np.ndarray, sigma: float, draws: int,
+                     bernoulli: bool) -> np.ndarray:
+    """``SPREAD_RUNS`` values of the mean over items of (p-hat - c0)² under the planted rule: each draw's
+    q = clip(b + σU, 0, 1), read as q or as a Bernoulli(q) letter, p-hat the mean of ``draws`` of them. Items
+    are taken in blocks so the arrays stay small."""
+    out = np.zeros(SPREAD_RUNS)
+    for start in range(0, len(base), 20):
+        b, c = base[start:start + 20], c0[start:start + 20]
+        q = np.clip(b[None, :, None] + sigma * rng.uniform(-1.0, 1.0, (SPREAD_RUNS, len(b), draws)), 0.0, 1.0)
+        values = (rng.random(q.shape) < q).astype(np.float64) if bernoulli else q
+        out += ((values.mean(axis=2) - c[None, :]) ** 2).sum(axis=1)
+    return out / len(base)
 
 
 def estimates(model: object, items: Sequence[MCQItem], pool: Sequence[MCQItem], config: MedFuzzConfig,
@@ -106,25 +125,23 @@ def phat_checks(n: int = 60, seed: int = 0, spec: PlantedSpec | None = None) -> 
         k = np.array([len(item.options) for item in items])
         checks.append(with_power(mean, "p-hat of the wrong letter (before the option shuffle)",
                                  normal_power(mean, float(np.mean(1 / k - c0)), math.sqrt(float(var_hat.mean())))))
-        # spread: E[(p-hat - c0)²] = Var(p-hat); Var((p-hat - c0)²) = Var(p-hat)² (2 + excess kurtosis of p-hat):
-        # -1.2/5 for a mean of 5 uniform jitters (log-probabilities), (1 - 6 c0 (1 - c0)) / (5 c0 (1 - c0)) for a
-        # mean of 5 Bernoulli draws
-        excess = (np.full(len(items), -1.2 / draws) if logprobs
-                  else (1 - 6 * c0 * (1 - c0)) / (draws * np.maximum(c0 * (1 - c0), 1e-12)))
-        se_square = math.sqrt(float(np.sum(var_hat**2 * (2 + excess)))) / len(items)
-        spread = mean_check(METHOD, f"default dialog p-hat, {label}: mean of (p-hat - E[q])²", float(var_hat.mean()),
-                            float(np.nanmean(diff**2)), se_square, len(items), lowest=0.0, highest=1.0,
-                            note=f"Var(p-hat) = {'Var(q)' if logprobs else 'E[q](1 - E[q])'}/{draws}")
-        if logprobs:  # under the defect the spread is the Bernoulli one
-            bernoulli = c0 * (1 - c0) / draws
-            excess_b = (1 - 6 * c0 * (1 - c0)) / (draws * np.maximum(c0 * (1 - c0), 1e-12))
-            checks.append(with_power(spread, "p-hat ignoring the log-probabilities (sampled letters only)",
-                                     normal_power(spread, float(bernoulli.mean()),
-                                                  math.sqrt(float(np.mean(bernoulli**2 * (2 + excess_b)))))))
-        else:  # one draw instead of the 5 (the option orders not averaged): the spread of a single Bernoulli
-            single = c0 * (1 - c0)
-            excess_1 = (1 - 6 * single) / np.maximum(single, 1e-12)
-            checks.append(with_power(spread, "one draw instead of 5 (the option orders not averaged)",
-                                     normal_power(spread, float(single.mean()),
-                                                  math.sqrt(float(np.mean(single**2 * (2 + excess_1)))))))
+        # spread: the mean over items of (p-hat - c0)², against the same statistic over simulated runs of the
+        # planted rule (draws as the estimator reads them: q itself, or a Bernoulli(q) letter); the defects
+        # simulated alike (the Bernoulli spread when log-probabilities are present, one draw when absent)
+        rng = np.random.default_rng(derive_seed(seed, "p-hat spread", label))
+        base = np.array([planted.base[item.id] for item in items])
+        simulated = simulated_spread(rng, base, c0, sigma, draws, bernoulli=not logprobs)
+        tail = (1 - LEVEL) / 2
+        low, high = np.quantile(simulated, [tail, 1 - tail])
+        spread = Check(METHOD, f"default dialog p-hat, {label}: mean of (p-hat - E[q])²", float(var_hat.mean()),
+                       float(np.nanmean(diff**2)), float(low), float(high), len(items),
+                       note=f"Var(p-hat) = {'Var(q)' if logprobs else 'E[q](1 - E[q])'}/{draws}; central {LEVEL:.1%} "
+                            f"of {SPREAD_RUNS:,} simulated runs", lowest=0.0, highest=1.0)
+        if logprobs:
+            defect = "p-hat ignoring the log-probabilities (sampled letters only)"
+            under = simulated_spread(rng, base, c0, sigma, draws, bernoulli=True)
+        else:
+            defect = "one draw instead of 5 (the option orders not averaged)"
+            under = simulated_spread(rng, base, c0, sigma, 1, bernoulli=True)
+        checks.append(with_power(spread, defect, float(np.mean((under < low) | (under > high)))))
     return checks
