@@ -142,3 +142,21 @@ def test_medfuzz_run_runs_summarises_and_reports_the_new_method(probe: Method, t
     page = (out / "report" / "index.html").read_text()
     assert "<h2>Probe runs</h2>" in page and f"<h3>{PROBE_TASK} · {planted.inspect_model()}" in page
     assert "Probe robustness (Inspect)" in (out / "report" / "model-index.yaml").read_text()
+
+
+def test_the_builtin_tasks_are_built_without_inspects_registry_lookup(tmp_path, monkeypatch):
+    """medfuzz's own tasks are called from ``medfuzz._registry``: with the source folder on PYTHONPATH beside an
+    editable install, Inspect cannot tell which distribution ships them, registers them unprefixed, and a
+    lookup of ``medfuzz/medqa_clean`` failed (``medfuzz run`` stopped before its first call)."""
+    import inspect_ai.util
+
+    from medfuzz.tasks.suite import SuitePlan, build_tasks
+
+    def no_lookup(*args, **kwargs):
+        raise LookupError("not in Inspect's registry")
+
+    monkeypatch.setattr(inspect_ai.util, "registry_create", no_lookup)
+    built = build_tasks(SuitePlan(model="openai/gpt-4o", out=tmp_path, level="demo", data="demo"))
+    assert {run.task for run, _ in built} == {"medfuzz/medqa_clean", "medfuzz/tces_medqa", "medfuzz/medguard",
+                                              "medfuzz/medfuzz_medqa"}
+    assert all(len(task.dataset) for _, task in built)

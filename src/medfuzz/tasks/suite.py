@@ -213,8 +213,10 @@ class SuitePlan:
     attacker: str | None = field(default=None, metadata=flag(
         "MedFuzz's attacker: an Inspect model, or 'template' (no LLM; the demo's). Default: the target attacks "
         "itself; with --model embedded, the template (a 135M model cannot write valid rewrites)"))
-    methods: tuple[str, ...] = field(default=METHODS, metadata=flag(f"comma-separated, of {', '.join(METHODS)}",
-                                                                    parse=_comma_list))
+    # every method registered when the plan is made (a module-level default would freeze the registry as it was
+    # when this module was first imported)
+    methods: tuple[str, ...] = field(default_factory=suite_order, metadata=flag(
+        f"comma-separated, of {', '.join(METHODS)}", parse=_comma_list))
     level: str = field(default="paper", metadata=flag(
         "named settings of every method, printed with their bound before the first call (docs/medfuzz.md, Cost "
         "levels): " + ", ".join(LEVELS), choices=tuple(LEVELS)))
@@ -391,16 +393,33 @@ def _drop_none(args: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ tasks
 
 
+def create_task(name: str, args: Mapping[str, Any]) -> Any:
+    """The Inspect Task registered as ``name`` (``Method.inspect_task``), built with ``args``. medfuzz's own
+    tasks are called directly from the module that registers them (``medfuzz._registry``): Inspect's registry
+    names them ``medfuzz/...`` only when it can tell which installed distribution ships the module, and with the
+    source folder on ``PYTHONPATH`` beside an editable install (a ``src/medfuzz.egg-info`` and the venv's
+    dist-info, both named medfuzz) it cannot, so they are registered unprefixed and a lookup by name failed.
+    Another package's task (a method registered from outside) goes through Inspect's ``registry_create``."""
+    package, _, short = name.partition("/")
+    if package == "medfuzz":
+        import medfuzz._registry as registered
+
+        factory = getattr(registered, short, None)
+        if factory is not None:
+            return factory(**args)
+    from inspect_ai.util import registry_create
+
+    return registry_create("task", name, **args)
+
+
 def build_tasks(plan: SuitePlan) -> list[tuple[SuiteRun, Any]]:
     """(run, Inspect Task) for every run; each task's metadata names its run (``SUITE_KEY``), which is how
     ``suite_logs`` finds the logs again (metadata is not part of eval_set's task identifier). Each task is built
-    by its Inspect registry name (``Method.inspect_task``) through Inspect's own registry, which loads medfuzz's
-    tasks from its entry point: the same Task, name and task args as calling the ``@task`` function."""
-    from inspect_ai.util import registry_create
-
+    from its registry name (``create_task``): the same Task, name and task args as calling the ``@task``
+    function."""
     built = []
     for run in plan.runs():
-        task = registry_create("task", run.task, **run.args)
+        task = create_task(run.task, run.args)
         task.metadata = {**(task.metadata or {}), SUITE_KEY: run.label}
         if plan.shard is not None:
             task = shard_task(task, *plan.shard)
