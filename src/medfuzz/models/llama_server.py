@@ -1,6 +1,6 @@
 """The embedded model's server process: llama-cpp-python's OpenAI-compatible server (``python -m
-llama_cpp.server``, its arguments unchanged) with the two steps of its log-probability output that cost more than
-the model itself done by numpy, giving the same values.
+llama_cpp.server``, its arguments unchanged) with three replacements that give the same replies for less work:
+two in its log-probability output, which cost more than the model itself, and one in its prompt evaluation.
 
 llama-cpp-python 0.3.x answers a request for ``logprobs`` by normalising *every* row of its logits buffer (the
 prompt's rows too: ~400 × 49,152 floats for a MedQA question, ~0.5 s on 2 cores) and then, per generated token,
@@ -8,7 +8,7 @@ sorting all 49,152 (log-probability, token) pairs as Python tuples (~24 ms a tok
 135M model the decode itself takes ~19 ms a token, so a 12-token reply with log-probabilities took 0.82 s
 against 0.33 s without (bench/embedded_logprobs.py). Here, only the rows it returns are normalised (the same
 per-row arithmetic) and the pairs are ordered by ``numpy.lexsort`` in exactly the order ``sorted(..., reverse=True)``
-gives. Both replacements apply only where llama-cpp-python's source has the lines they replace
+gives. These two apply only where llama-cpp-python's source has the lines they replace
 (``LOGPROB_LINES``); any other version runs unpatched, as before, and says so in the server log.
 
 Third, the server loads the model with ``logits_all`` (llama-cpp-python refuses log-probabilities without it), so
