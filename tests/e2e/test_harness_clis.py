@@ -114,7 +114,9 @@ def _servers(port: str) -> set[str]:
     may run embedded servers of their own at the same time)."""
     import subprocess
 
-    found = subprocess.run(["pgrep", "-f", "--", f"llama_cpp.server.*--port {port}( |$)"], capture_output=True,
+    from medfuzz.models.local import SERVER_MODULE
+
+    found = subprocess.run(["pgrep", "-f", "--", f"{SERVER_MODULE}.*--port {port}( |$)"], capture_output=True,
                            text=True).stdout.split()
     return set(found)
 

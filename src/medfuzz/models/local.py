@@ -27,6 +27,8 @@ INSPECT_SERVICE = "medfuzz"  # Inspect reads MEDFUZZ_BASE_URL / MEDFUZZ_API_KEY 
 LOCAL_API_KEY = "local"
 # what Inspect needs against this single-slot server (printed by ``medfuzz serve``)
 INSPECT_FLAGS = "--max-connections 1 --attempt-timeout 120"
+# the server process's module: llama_cpp.server with its log-probability post-processing done by numpy (same values)
+SERVER_MODULE = "medfuzz.models.llama_server"
 
 
 # llama-cpp-python's wheels build ggml with OpenMP, whose threads spin at every barrier by default: next to one
@@ -181,9 +183,8 @@ def launch_server(
     log_path = log_path or cache_dir() / f"server-{port}.log"
     command = [
         # -I: an isolated interpreter (no working directory or user site on sys.path, no PYTHON* variables), so
-        # a ``secrets.py`` in the user's folder cannot shadow a standard module in the server.
-        # llama_server: llama_cpp.server with its log-probability post-processing done by numpy (same values)
-        sys.executable, "-I", "-m", "medfuzz.models.llama_server",
+        # a ``secrets.py`` in the user's folder cannot shadow a standard module in the server
+        sys.executable, "-I", "-m", SERVER_MODULE,
         "--model", str(model_path),
         "--model_alias", MODEL_ALIAS,
         "--host", "127.0.0.1",

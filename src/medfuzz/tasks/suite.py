@@ -395,18 +395,21 @@ def _drop_none(args: Mapping[str, Any]) -> dict[str, Any]:
 
 def create_task(name: str, args: Mapping[str, Any]) -> Any:
     """The Inspect Task registered as ``name`` (``Method.inspect_task``), built with ``args``. medfuzz's own
-    tasks are called directly from the module that registers them (``medfuzz._registry``): Inspect's registry
-    names them ``medfuzz/...`` only when it can tell which installed distribution ships the module, and with the
-    source folder on ``PYTHONPATH`` beside an editable install (a ``src/medfuzz.egg-info`` and the venv's
-    dist-info, both named medfuzz) it cannot, so they are registered unprefixed and a lookup by name failed.
-    Another package's task (a method registered from outside) goes through Inspect's ``registry_create``."""
+    tasks are called directly from the modules that define them (those ``medfuzz._registry`` loads): Inspect's
+    registry names them ``medfuzz/...`` only when it can tell which installed distribution ships the module,
+    and with the source folder on ``PYTHONPATH`` beside an editable install (a ``src/medfuzz.egg-info`` and
+    the venv's dist-info, both named medfuzz) it cannot, so they are registered unprefixed and a lookup by name
+    failed. Another package's task (a method registered from outside) goes through Inspect's
+    ``registry_create``."""
     package, _, short = name.partition("/")
     if package == "medfuzz":
-        import medfuzz._registry as registered
+        from medfuzz.tasks.inspect import baselines, medguard, tces
+        from medfuzz.tasks.inspect import medfuzz as medfuzz_tasks
 
-        factory = getattr(registered, short, None)
-        if factory is not None:
-            return factory(**args)
+        for module in (baselines, medfuzz_tasks, tces, medguard):
+            factory = getattr(module, short, None)
+            if callable(factory) and getattr(factory, "__module__", None) == module.__name__:  # its own @task
+                return factory(**args)
     from inspect_ai.util import registry_create
 
     return registry_create("task", name, **args)
