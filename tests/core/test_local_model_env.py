@@ -87,3 +87,28 @@ def test_adapter_sets_the_policy_before_llama_cpp_is_imported() -> None:
     env.pop("OMP_WAIT_POLICY", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == ["passive", "False"]
+
+
+def test_the_embedded_model_generates_on_one_thread_and_evaluates_prompts_on_all(monkeypatch: pytest.MonkeyPatch,
+                                                                                   tmp_path: Path) -> None:
+    """SmolLM2's decode is faster on one thread (bench/embedded_contention.py); prompt batches keep the threads,
+    and another model's generation too."""
+    assert local.generation_threads(2, embedded=True) == 1 and local.generation_threads(4, embedded=False) == 4
+    gguf = tmp_path / "smollm2.gguf"
+    gguf.write_bytes(b"")
+    monkeypatch.setattr(local, "embedded_gguf", lambda: gguf)
+    started: list[list[str]] = []
+
+    def popen(command: list[str], **kwargs: Any) -> _ExitedProcess:
+        started.append(command)
+        return _ExitedProcess(command, **kwargs)
+
+    monkeypatch.setattr(local.subprocess, "Popen", popen)
+    monkeypatch.setattr(local.importlib.util, "find_spec", lambda name: object())
+    for model_path, generation in ((None, "1"), (gguf, "2")):
+        with pytest.raises(ModelUnavailableError):
+            local.launch_server(port=1, threads=2, model_path=model_path, log_path=tmp_path / "s.log",
+                                startup_timeout=5)
+        command = started[-1]
+        assert command[command.index("--n_threads") + 1] == generation
+        assert command[command.index("--n_threads_batch") + 1] == "2"

