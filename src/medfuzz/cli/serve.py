@@ -63,7 +63,8 @@ def _planted_serve(args: argparse.Namespace) -> int:
 def add_parsers(commands: Any) -> None:
     serve = commands.add_parser("serve", help="serve the embedded SmolLM2 model (OpenAI-compatible)")
     serve.add_argument("--port", type=int, default=None, help="default: a free port")
-    serve.add_argument("--threads", type=int, default=2)
+    serve.add_argument("--threads", type=int, default=2,
+                       help="CPU threads for prompt evaluation (default 2); the embedded model generates on one")
     serve.add_argument("--context", type=int, default=4096)
     serve.set_defaults(func=_serve)
 

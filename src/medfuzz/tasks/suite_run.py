@@ -49,8 +49,9 @@ class RunOptions:
         "also run the methods through lm-eval with this model ('embedded', hf:pretrained=NAME, "
         "local-completions:model=NAME,base_url=URL,...)", metavar="MODEL[:MODEL_ARGS]"))
     threads: int = field(default_factory=_default_threads, metadata=flag(
-        "CPU threads of the embedded model (default: 2, or fewer where this process may use fewer cores); its "
-        "OpenMP threads wait passively unless OMP_WAIT_POLICY says otherwise"))
+        "CPU threads of the embedded model's prompt evaluation (default: 2, or fewer where this process may use "
+        "fewer cores; it generates on one thread, faster for a 135M model); its OpenMP threads wait passively "
+        "unless OMP_WAIT_POLICY says otherwise"))
     report: bool = field(default=True, metadata=flag("skip medfuzz report at the end", name="--no-report",
                                                      switch=True))
     dry_run: bool = field(default=False, metadata=flag(
