@@ -227,3 +227,39 @@ def test_asr_at_b_off_by_one_fails_the_asr_checks(universal_run, monkeypatch):
     monkeypatch.setattr(tces_scorer, "asr_by_budget", early)
     failed = [c.statistic for c in vt.asr_checks("universal", universal_run, 8) if not c.passed]
     assert "universal: ASR@1 PDWS n=+20" in failed
+
+
+def test_a_simulated_rows_power_is_the_share_of_defect_runs_outside_its_interval():
+    """By hand: an interval [0.2, 0.6]; under a defect the statistic's simulated runs 0.1, 0.3, 0.5, 0.7 and an
+    undefined one (NaN: no success) fail 3 times in 5; the row names the defect it catches best and the others."""
+    from medfuzz.validation.checks import Check
+
+    check = Check("TCES", "statistic", 0.4, 0.4, 0.2, 0.6, 10, lowest=0.0, highest=1.0)
+    assert vt._share_outside(check, [0.1, 0.3, 0.5, 0.7, float("nan")]) == pytest.approx(3 / 5)
+    assert vt._share_outside(check, [0.2, 0.6]) == 0.0  # the ends are inside
+    strongest = vt._strongest(check, [("weak", [0.3, 0.4, 0.7]), ("strong", [0.0, 0.9, 1.0])])
+    assert strongest.power == 1.0 and strongest.defect == "strong (P(fail) against weak: 0.33)"
+
+
+def test_the_walk_checks_power_and_count_by_hand():
+    """Five names on a circle (0°, 10°, 20°, 90°, 180°), the victim at 0°, a neighbourhood of 2. A gradient point
+    at 10° (among the 2 nearest of 4 available: 1/2 of uniform draws land there) and a step to 20° (the nearest of
+    the 3 left: 1/3): nothing off the walk, and uniform draws would pass with probability 1/6, power 5/6. A step
+    to 90° instead is one query off the walk."""
+    import numpy as np
+
+    angles = np.radians([0.0, 10.0, 20.0, 90.0, 180.0])
+    world = vt.World(("a", "b", "c", "d", "e"), np.stack([np.cos(angles), np.sin(angles)], axis=1), {})
+    pool = np.array([False, True, True, True, True])
+    truth = vt.ItemTruth("i", 4, (0,), pool, 1 - world.cosine[4], np.zeros(5, bool), np.zeros(5, bool))
+
+    def run(step: int) -> vt.Run:
+        record = {"item_id": "i", "victim": {"vocab_index": 0},
+                  "attempts": [{"kind": "gradient", "vocab_index": 1}, {"kind": "step", "vocab_index": step}]}
+        return vt.Run("DiscreteZOO", None, [record], None, world)  # type: ignore[arg-type]
+
+    on_walk = vt.zoo_walk_check("near", run(2), [truth], neighbourhood=2)
+    assert (on_walk.measured, on_walk.n, on_walk.passed) == (0.0, 2, True)
+    assert on_walk.power == pytest.approx(5 / 6)
+    off_walk = vt.zoo_walk_check("near", run(3), [truth], neighbourhood=2)
+    assert (off_walk.measured, off_walk.passed) == (1.0, False)
