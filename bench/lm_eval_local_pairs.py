@@ -46,10 +46,10 @@ def requests(items: int) -> list[Instance]:
 class After(LlamaCppLM):
     counts: dict[str, float]
 
-    def _decode(self, tokens, start, first_output):
+    def _decode(self, tokens, start, end, outputs):
         self.counts["decodes"] += 1
-        self.counts["tokens"] += len(tokens) - start
-        return super()._decode(tokens, start, first_output)
+        self.counts["tokens"] += end - start
+        return super()._decode(tokens, start, end, outputs)
 
 
 def run(cls, batch: list[Instance], threads: int) -> tuple[dict[str, float], list[tuple[float, bool]]]:

@@ -17,6 +17,7 @@ computed (no ``logits_all``). Progress is shown with tqdm, as lm-eval's own mode
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from medfuzz.models.local import apply_openmp_defaults, default_threads, embedded_gguf, generation_threads
@@ -32,6 +33,16 @@ from lm_eval.api.registry import register_model  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 log = logging.getLogger(__name__)
+
+
+def _shared_prefix(first, second) -> int:
+    """How many leading tokens two sequences share."""
+    count = 0
+    for a, b in zip(first, second, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -61,13 +72,16 @@ class LlamaCppLM(LM):
         self._forget()
 
     def _forget(self) -> None:
-        """Drop what is known about the evaluated tokens (after llama.cpp's own generation rewrote them).
-        ``_token_logprob[p]`` is log p(token p | tokens before it) of the tokens now in the KV cache (NaN where
-        no logits were computed), ``_token_greedy[p]`` whether it was the argmax; ``_row`` is the whole
-        next-token distribution at one position, which the next request usually needs (the other letters)."""
+        """Start with nothing known (on loading, and after a generation, whose prompts no later request reuses).
+        ``_token_logprob[p]`` is log p(token p | tokens before it) for the tokens of ``_known_tokens`` (NaN
+        where no logits were computed), ``_token_greedy[p]`` whether it was the argmax, ``_rows[p]`` the whole
+        next-token distribution after position ``p``, kept where a later request of the batch turns off onto
+        another token there (the other answer letters; the attacked version of a TCES doc). They depend on the
+        token prefix only, not on what the KV cache holds (``_decode`` starts after the prefix it holds)."""
         self._token_logprob = np.full(self.llm.n_ctx(), np.nan)
         self._token_greedy = np.zeros(self.llm.n_ctx(), dtype=bool)
-        self._row: tuple[int, np.ndarray] | None = None
+        self._rows: dict[int, np.ndarray] = {}
+        self._known_tokens: list[int] = []  # the last request scored
 
     # ------------------------------------------------------------------------------------- tokens
 
@@ -103,9 +117,10 @@ class LlamaCppLM(LM):
                     f"; only the last {limit - scored_from} continuation tokens are scored")
         return kept, scored_from
 
-    def _decode(self, tokens: list[int], start: int, first_output: int) -> np.ndarray:
-        """Evaluate ``tokens[start:]`` after the cached ``tokens[:start]`` and return the logits at every
-        position from ``first_output`` on (row ``i`` predicts the token after position ``first_output + i``).
+    def _decode(self, tokens: list[int], start: int, end: int, outputs: list[int]) -> np.ndarray:
+        """Evaluate ``tokens[start:end]`` after the cached ``tokens[:start]`` and return the logits at the
+        positions ``outputs`` (ascending, within ``[start, end)``; row ``i`` predicts the token after position
+        ``outputs[i]``).
 
         llama-cpp-python's ``Llama.eval`` keeps either the last position's logits or, with ``logits_all``, a
         ``n_ctx x n_vocab`` matrix for the whole context (1.6 GB at 8k tokens); scoring a long continuation
@@ -115,60 +130,73 @@ class LlamaCppLM(LM):
         import llama_cpp
 
         llm = self.llm
-        if self._row is not None and self._row[0] >= start:  # computed from tokens about to be overwritten
-            self._row = None
+        wanted = set(outputs)
         llm.n_tokens = start
         llm._ctx.kv_cache_seq_rm(-1, start, -1)
         rows = []
-        for begin in range(start, len(tokens), llm.n_batch):
-            chunk = tokens[begin: begin + llm.n_batch]
+        for begin in range(start, end, llm.n_batch):
+            chunk = tokens[begin: min(begin + llm.n_batch, end)]
             batch = llm._batch.batch
             batch.n_tokens = len(chunk)
-            outputs = 0
+            count = 0
             for i, token in enumerate(chunk):
                 batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, begin + i, 1
                 batch.seq_id[i][0] = 0
-                batch.logits[i] = begin + i >= first_output
-                outputs += int(batch.logits[i])
+                batch.logits[i] = begin + i in wanted
+                count += int(batch.logits[i])
             llm._ctx.decode(llm._batch)
             llm.input_ids[begin: begin + len(chunk)] = chunk
             llm.n_tokens = begin + len(chunk)
-            if outputs:
+            if count:
                 pointer = llama_cpp.llama_get_logits(llm.ctx)
-                rows.append(np.ctypeslib.as_array(pointer, shape=(outputs, llm.n_vocab())).copy())
+                rows.append(np.ctypeslib.as_array(pointer, shape=(count, llm.n_vocab())).copy())
         return np.concatenate(rows) if rows else np.empty((0, llm.n_vocab()), dtype=np.float32)
 
-    def _score(self, tokens: list[int], scored_from: int) -> tuple[float, bool]:
+    def _score(self, tokens: list[int], scored_from: int,
+               later: Iterable[tuple[list[int], int]] = ()) -> tuple[float, bool]:
         """Sum of log p(token | everything before it) over ``tokens[scored_from:]``, and whether each was the
-        argmax. Log-probabilities already known for the cached prefix are reused; the rest is one decode."""
-        cached = self.llm.input_ids[: self.llm.n_tokens]
-        common = 0
-        for old, new in zip(cached, tokens, strict=False):
-            if old != new:
-                break
-            common += 1
-        known = self._token_logprob
-        missing = [p for p in range(scored_from, len(tokens)) if p >= common or np.isnan(known[p])]
-        if missing and self._row is not None and self._row[0] == missing[0] - 1 and self._row[0] < common:
-            # the next-token distribution after the shared prefix (the other letters of the same question)
-            position, row = missing.pop(0), self._row[1]
-            known[position], self._token_greedy[position] = row[tokens[position]], row.argmax() == tokens[position]
-            # the cache now holds another token at `position`: everything after it is unknown again
-            known[position + 1:], common = np.nan, min(common, position)
-            self.llm.n_tokens = min(self.llm.n_tokens, position)
-            missing = [p for p in missing if p > position]
+        argmax. ``later``: the batch's requests still to come, in order (``(tokens, scored_from)`` each).
+
+        What is already known is reused and the rest is one decode, which computes every trie node of the batch
+        once: it starts after the longest prefix the KV cache holds, stops at the last position whose logits are
+        needed (a request's last token is never evaluated), and also returns the logits that the later requests
+        sharing a prefix with this one need from it (their scored tokens inside the shared prefix, and the whole
+        distribution where they turn off onto another token), so no later request evaluates a token again
+        (``bench/lm_eval_tces_cost.py`` prints the floor beside the count)."""
+        n = len(tokens)
+        # what is known is a function of the token prefix alone: keep what was computed for the same prefix
+        same = _shared_prefix(self._known_tokens, tokens)
+        known, greedy = self._token_logprob, self._token_greedy
+        known[same:] = np.nan
+        self._rows = {p: row for p, row in self._rows.items() if p < same}
+        self._known_tokens = list(tokens)
+        for p in range(scored_from, n):
+            if np.isnan(known[p]) and p - 1 in self._rows:  # the distribution after a shared prefix, kept
+                row = self._rows[p - 1]
+                known[p], greedy[p] = row[tokens[p]], row.argmax() == tokens[p]
+        missing = [p for p in range(scored_from, n) if np.isnan(known[p])]
         if missing:
-            start = min(missing[0] - 1, common)
-            first_output = max(start, scored_from - 1)
-            logprobs = _log_softmax(self._decode(tokens, start, first_output).astype(np.float64))
-            known[start + (start < common):] = np.nan  # position `start` keeps its value if its token is kept
-            for i, row in enumerate(logprobs[:-1]):
-                position = first_output + 1 + i
-                known[position], self._token_greedy[position] = row[tokens[position]], row.argmax() == tokens[position]
-            if len(tokens) >= 2 and first_output <= len(tokens) - 2:
-                self._row = (len(tokens) - 2, logprobs[len(tokens) - 2 - first_output])
-        span = slice(scored_from, len(tokens))
-        return float(known[span].sum()), bool(self._token_greedy[span].all())
+            start = min(missing[0] - 1, _shared_prefix(self.llm.input_ids[: self.llm.n_tokens], tokens))
+            values = set(range(max(start, scored_from - 1), n - 1))
+            branches = set()
+            for later_tokens, later_from in later:
+                shared = _shared_prefix(tokens, later_tokens)
+                if shared <= start:  # token order: no request after this one shares more of what we evaluate
+                    break
+                # its scored tokens inside the shared prefix are ours; where it turns off it needs the whole row
+                values.update(range(max(start, later_from - 1), min(shared, len(later_tokens)) - 1))
+                if later_from <= shared < len(later_tokens):
+                    branches.add(shared - 1)
+            outputs = sorted(values | branches)
+            logprobs = _log_softmax(self._decode(tokens, start, outputs[-1] + 1, outputs).astype(np.float64))
+            for position, row in zip(outputs, logprobs, strict=True):
+                if position in branches:
+                    self._rows[position] = row
+                if position + 1 < n:
+                    token = tokens[position + 1]
+                    known[position + 1], greedy[position + 1] = row[token], row.argmax() == token
+        span = slice(scored_from, n)
+        return float(known[span].sum()), bool(greedy[span].all())
 
     # ------------------------------------------------------------------------------- lm-eval API
 
@@ -176,9 +204,11 @@ class LlamaCppLM(LM):
         encoded = [self._fit(*self._encode_pair(*request.args), request) for request in requests]
         # token-sequence order: neighbours share the longest prefixes, so the KV cache does the most work
         order = sorted(range(len(encoded)), key=lambda i: encoded[i])
+        in_order = [encoded[i] for i in order]
         results: list[tuple[float, bool]] = [(0.0, False)] * len(encoded)
-        for index in tqdm(order, disable=disable_tqdm, desc="Running loglikelihood requests"):
-            results[index] = self._score(*encoded[index])
+        for rank, index in enumerate(tqdm(order, disable=disable_tqdm, desc="Running loglikelihood requests")):
+            following = (in_order[j] for j in range(rank + 1, len(in_order)))  # read only as far as shared
+            results[index] = self._score(*encoded[index], later=following)
             self.cache_hook.add_partial("loglikelihood", requests[index].args, results[index])
         return results
 
@@ -218,7 +248,7 @@ class LlamaCppLM(LM):
                 prompt, max_tokens=max_tokens, temperature=temperature, stop=until or None,
                 seed=int(kwargs.get("seed", 0)),
             )
-            self._forget()  # llama.cpp's generation rewrote the cached tokens
+            self._forget()
             text = output["choices"][0]["text"]
             results.append(text)
             self.cache_hook.add_partial("generate_until", (context, kwargs), text)
