@@ -154,9 +154,8 @@ def run_one(variant: str, task: str, data: Path, threads: int) -> dict:
     wall = time.perf_counter() - started
     metrics = {k.split(",")[0]: v for name in tasks for k, v in results["results"][name].items()
                if "," in k and "stderr" not in k and isinstance(v, float)}
-    return {**counts, "scores": scores, "floor": evaluation_floor(sequences), "variant": variant, "task": task, "wall_s": wall,
-            "load_s": load_s,
-            "startup_s": wall - counts["scoring_s"], "metrics": metrics}
+    return {**counts, "scores": scores, "floor": evaluation_floor(sequences), "variant": variant, "task": task,
+            "wall_s": wall, "load_s": load_s, "startup_s": wall - counts["scoring_s"], "metrics": metrics}
 
 
 def main() -> None:

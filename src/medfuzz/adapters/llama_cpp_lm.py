@@ -7,11 +7,12 @@ log-probability of each continuation token is read from the logits of the positi
 
 Cost: requests are scored in the order of their token sequences (a trie walk, like lm-eval's ``hf`` model
 sorting and grouping its requests), so every request shares the longest possible prefix with the one before
-it and only the tokens after that prefix are evaluated, through llama.cpp's KV cache. The four answer letters
-of a question cost one prompt evaluation (the next-token log-probabilities after a context are kept, not
-re-evaluated); a TCES attacked doc costs only the text after its substituted option, since it follows its
-clean twin; a clean doc asked by two tasks in one run is evaluated once. Only the last position's logits are
-computed (no ``logits_all``). Progress is shown with tqdm, as lm-eval's own models do.
+it and only the tokens after that prefix are evaluated, through llama.cpp's KV cache; each token position of
+the batch's trie is evaluated once, which is the floor for exact scores (a test checks the count against it).
+The four answer letters of a question cost one prompt evaluation (the next-token distribution after a context
+is kept); a TCES attacked version costs only the text from its substituted option on, since it follows its
+clean twin; a clean doc asked by two tasks in one run is evaluated once. llama.cpp is asked for the logits at
+the positions needed only (no ``logits_all``). Progress is shown with tqdm, as lm-eval's own models do.
 """
 
 from __future__ import annotations
