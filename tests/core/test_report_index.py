@@ -23,28 +23,55 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+STAMP = "2026-01-01T00-00-00"
+RATES = [{"metric": "clean_acc", "aggregation": "mean"}, {"metric": "attacked_acc", "aggregation": "mean"},
+         {"metric": "flip_rate", "aggregation": "nanmean"}]  # as the TCES task's yaml declares them
+PAIRS = [{"metric": m, "aggregation": "nanmean"} for m in ("clean_acc", "attacked_acc", "flip_rate")]
+
+
 def _lm_eval_results(folder: Path) -> None:
-    """A results file in lm-eval 0.4's layout (what ``--output_path`` writes), for the lm-eval section."""
+    """A results file in lm-eval 0.4's layout (what ``--output_path`` writes) and, beside it, the per-doc samples
+    of ``--log_samples`` (``medfuzz run`` passes it), for the lm-eval section."""
     folder.mkdir(parents=True)
-    (folder / "results_2026-01-01T00-00-00.json").write_text(json.dumps({
+    (folder / f"results_{STAMP}.json").write_text(json.dumps({
         "results": {"tces_medqa_drugs": {"alias": "tces_medqa_drugs", "clean_acc,none": 0.5,
                                          "clean_acc_stderr,none": "N/A", "flip_rate,none": 0.25,
                                          "flip_rate_stderr,none": "N/A"},
-                    # the demo's case: the 3 fuzzed items scored by letter log-likelihood, none flipped
+                    # the demo's case: of 10 replicate docs the 3 attacked items are scored by letter
+                    # log-likelihood (the rest are NaN, outside nanmean), none flipped
                     "medfuzz_medqa": {"alias": "medfuzz_medqa", "clean_acc,none": 1.0, "attacked_acc,none": 1.0,
                                       "flip_rate,none": 0.0, "flip_rate_stderr,none": 0.0},
                     "medguard": {"alias": "medguard", "safety,none": 0.3},
                     "medguard_defense": {"alias": " - medguard_defense", "safety,none": 0.5},
                     "medguard_sycophancy": {"alias": " - medguard_sycophancy", "safety,none": 0.0}},
         "group_subtasks": {"medguard": ["medguard_defense", "medguard_sycophancy"]},
-        "configs": {"tces_medqa_drugs": {"metadata": {"data": "demo"}}},
+        "configs": {"tces_medqa_drugs": {"metadata": {"data": "demo"}, "metric_list": RATES},
+                    "medfuzz_medqa": {"metadata": {"data": "demo"}, "metric_list": PAIRS}},
         "config": {"model": "medfuzz-local", "model_args": "n_threads=2", "batch_size": 1, "limit": None},
         "n-samples": {"tces_medqa_drugs": {"original": 28, "effective": 28},
-                      "medfuzz_medqa": {"original": 3, "effective": 3},
+                      "medfuzz_medqa": {"original": 10, "effective": 10},
                       "medguard_defense": {"original": 2, "effective": 2},
                       "medguard_sycophancy": {"original": 3, "effective": 3}},
         "date": 1767225600.0,
     }))
+    nan = float("nan")
+
+    def letters(clean: int, attacked: int) -> list[list]:  # each version's letter log-likelihoods: its pick best
+        return [[-1.0 if i == pick else -3.0, False] for pick in (clean, attacked) for i in range(4)]
+
+    # TCES: 28 docs, 16 clean-correct (gold A), 4 of them flipped (flip rate 4/16 = 0.25 over n=16, not 28)
+    tces = [{"doc_id": i, "filter": "none", "clean_acc": float(i < 16), "attacked_acc": float(4 <= i < 16),
+             "flip_rate": (float(i < 4) if i < 16 else nan),
+             "doc": {"id": f"t{i}", "n_options": 4, "answer_index": 0, "victim": "Drug", "replacement": f"D{i}"},
+             "filtered_resps": letters(0 if i < 16 else 1, 0 if 4 <= i < 16 else 1)} for i in range(28)]
+    # MedFuzz: 10 replicate docs, the 3 attacked ones scored (both versions right), 7 counted only
+    pairs = [{"doc_id": i, "filter": "none", **dict.fromkeys(("clean_acc", "attacked_acc"), 1.0 if i < 3 else nan),
+              "flip_rate": 0.0 if i < 3 else nan,
+              "doc": {"id": f"m{i}", "item_id": f"q{i}", "scored": i < 3, "n_options": 4 if i < 3 else 0,
+                      "answer_index": 0, "fuzzed_question": f"fuzzed {i}"},
+              "filtered_resps": letters(0, 0) if i < 3 else [[-1.0, False]]} for i in range(10)]
+    for task, records in (("tces_medqa_drugs", tces), ("medfuzz_medqa", pairs)):
+        (folder / f"samples_{task}_{STAMP}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 @pytest.fixture(scope="module")
@@ -223,8 +250,9 @@ def test_the_first_screen_is_one_card_per_model_with_hand_computed_numbers(repor
     card = _glance_card(page, "medfuzz-local")
     assert _row(card, "safety index (letter log-likelihood)") == "0.300"
     tces = card[card.index("TCES · tces_medqa_drugs"):]
-    assert _row(tces, "flip rate: clean-correct items answered wrongly after the attack (ASR@1)") == "0.250 (n=28)"
-    assert _row(card, "clean accuracy (letter log-likelihood)") == "1.000 (n=3)"  # lm-eval's MedFuzz ...
+    # a nanmean rate's n is its denominator, counted from lm-eval's samples (not the task's 28 docs)
+    assert _row(tces, "flip rate: clean-correct items answered wrongly after the attack (ASR@1)") == "0.250 (n=16)"
+    assert _row(card, "clean accuracy (letter log-likelihood)") == "1.000 (n=3)"  # lm-eval's MedFuzz (of 10 docs)...
     # ... beside Inspect's ASR 1.0 on the other card: every method from both harnesses, one line each on why
     assert first.count("<b>Why the harnesses differ</b>") == 3
     assert "MedFuzz: lm-eval&#x27;s medfuzz_* tasks score the letter log-likelihoods" in first

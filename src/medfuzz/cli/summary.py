@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +19,21 @@ def _se(p: float, n: int) -> float:
     return math.sqrt(p * (1 - p) / n) if n and not math.isnan(p) else math.nan
 
 
-def _lm(result: dict[str, Any], metric: str) -> str:
-    """An lm-eval metric with lm-eval's own standard error (left out where lm-eval has none: "N/A", nan)."""
+def _lm(result: dict[str, Any], metric: str, n: int | None = None) -> str:
+    """An lm-eval metric with lm-eval's own standard error (left out where lm-eval has none: "N/A", nan) and,
+    where given, the number of docs it averages over."""
     se = result.get(f"{metric}_stderr,none")
-    return number(result.get(f"{metric},none"), se=se if isinstance(se, float) else None)
+    return number(result.get(f"{metric},none"), se=se if isinstance(se, float) else None, n=n)
 
 
 def _metrics(log: Any) -> dict[str, float]:
     return {name: m.value for s in (log.results.scores if log.results else []) for name, m in s.metrics.items()}
 
 
-def _lm_eval_results(folder: Path | None) -> dict[str, dict[str, Any]]:
+def _lm_eval_file(folder: Path | None) -> tuple[Path | None, dict[str, Any]]:
+    """The newest lm-eval results file under ``folder`` and its contents."""
     files = sorted(folder.rglob("results_*.json"), key=lambda p: p.stat().st_mtime) if folder else []
-    return json.loads(files[-1].read_text())["results"] if files else {}
+    return (files[-1], json.loads(files[-1].read_text())) if files else (None, {})
 
 
 def _data_words(data: str) -> str:
@@ -48,6 +50,14 @@ class Finished:
     lm: dict[str, dict[str, Any]]  # lm-eval's results (task -> metrics), empty without the lm-eval half
     lm_eval_out: Path | None
     name: str  # the target model as the summary names it
+    lm_file: Path | None = None  # the results file ``lm`` is read from, and all of it
+    lm_data: dict[str, Any] = field(default_factory=dict)
+
+    def lm_counts(self, task: str) -> dict[str, int | None]:
+        """How many docs each lm-eval metric of ``task`` averages over (a nanmean rate: its denominator)."""
+        from medfuzz.report.runs import lm_eval_metric_counts
+
+        return lm_eval_metric_counts(self.lm_file, self.lm_data, task) if self.lm_file else {}
 
     def of(self, method: str) -> dict[str, Any]:
         """The finished runs of one method (label -> header), by the method their logs record."""
@@ -69,8 +79,9 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
     embedded = plan.model == EMBEDDED
     name = "SmolLM2-135M-Instruct (embedded)" if embedded else model
     lines = ["", f"medfuzz run: {name} on {_data_words(plan.data)}, level {plan.level}", ""]
+    lm_file, lm_data = _lm_eval_file(lm_eval_out)
     done = Finished(plan, logs, {label: local_path(entry.location) for label, entry in logs.items()},
-                    _lm_eval_results(lm_eval_out), lm_eval_out, name)
+                    lm_data.get("results") or {}, lm_eval_out, name, lm_file, lm_data)
     for method in suite_order():  # every registered method: a block shows the runs there are, else nothing
         lines += BLOCKS.get(method, _headline_block)(done, method)
     if embedded:
@@ -124,8 +135,11 @@ def _tces_block(done: Finished, method: str) -> list[str]:
     for task in ("tces_medqa_drugs", "tces_medqa_diseases"):
         if done.lm.get(task):
             r = done.lm[task]
-            lines.append(f"  lm-eval  {task:22s} clean_acc {_lm(r, 'clean_acc')}  attacked_acc "
-                         f"{_lm(r, 'attacked_acc')}  flip_rate (ASR@1) {_lm(r, 'flip_rate')}")
+            n = done.lm_counts(task)
+            items = n.get("clean_acc")
+            lines.append(f"  lm-eval  {task:22s}{'' if items is None else f' items {items:2d} '} clean_acc "
+                         f"{_lm(r, 'clean_acc')}  attacked_acc {_lm(r, 'attacked_acc')}  flip_rate (ASR@1) "
+                         f"{_lm(r, 'flip_rate', n.get('flip_rate'))}")
     return lines
 
 
@@ -154,7 +168,8 @@ def _medfuzz_block(done: Finished, method: str) -> list[str]:
 
     if "medfuzz" not in done.logs:
         return []
-    return _medfuzz_lines(done.plan, done.logs["medfuzz"], done.lm, done.name, TEMPLATE_ATTACKER)
+    return _medfuzz_lines(done.plan, done.logs["medfuzz"], done.lm, done.name, TEMPLATE_ATTACKER,
+                          done.lm_counts("medfuzz_medqa"))
 
 
 def _headline_block(done: Finished, method: str) -> list[str]:
@@ -178,7 +193,8 @@ BLOCKS: dict[str, Callable[[Finished, str], list[str]]] = {
     "baseline": _baseline_block, "tces": _tces_block, "medguard": _medguard_block, "medfuzz": _medfuzz_block}
 
 
-def _medfuzz_lines(plan: Any, log: Any, lm: Mapping[str, Any], target: str, template: str) -> list[str]:
+def _medfuzz_lines(plan: Any, log: Any, lm: Mapping[str, Any], target: str, template: str,
+                   lm_counts: Mapping[str, int | None] | None = None) -> list[str]:
     f = _metrics(log)
     config = (log.eval.metadata or {}).get("medfuzz", {})
     alpha = config.get("alpha", 0.05)
@@ -210,9 +226,11 @@ def _medfuzz_lines(plan: Any, log: Any, lm: Mapping[str, Any], target: str, temp
                  f"Holm {count('medfuzz_significant_holm')}, BH {count('medfuzz_significant_bh')}; "
                  f"with the paper's b/M (tests that drew all M): {count('medfuzz_significant_paper')}{reach}")
     if "medfuzz_medqa" in lm:
-        r = lm["medfuzz_medqa"]
-        lines.append(f"  lm-eval  the same fuzzed items: clean_acc {_lm(r, 'clean_acc')}  attacked_acc "
-                     f"{_lm(r, 'attacked_acc')}  flip_rate {_lm(r, 'flip_rate')}  LLM errors "
+        r, n = lm["medfuzz_medqa"], lm_counts or {}
+        scored = n.get("clean_acc")
+        lines.append(f"  lm-eval  the same fuzzed items{'' if scored is None else f' ({scored} scored)'}: clean_acc "
+                     f"{_lm(r, 'clean_acc')}  attacked_acc {_lm(r, 'attacked_acc')}  flip_rate "
+                     f"{_lm(r, 'flip_rate', n.get('flip_rate'))}  LLM errors "
                      f"{number(r.get('llm_errors,none', 0), spec='.0f')}")
     elif lm:
         lines.append("  lm-eval  medfuzz_medqa skipped: the target got every item wrong, so nothing was attacked")

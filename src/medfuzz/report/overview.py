@@ -208,10 +208,9 @@ def lm_eval_results(path: Path, data: dict[str, Any]) -> list[tuple[str, MethodR
     """The numbers lm-eval reported for each registered method's tasks (``Method.lm_eval_metrics``); a subtask
     whose group reports as the same method and is among the results is left to the group (MedGuard's ten
     aspects, shown by their group)."""
-    from medfuzz.report.runs import lm_eval_model_name
+    from medfuzz.report.runs import lm_eval_metric_counts, lm_eval_model_name
 
     results = data.get("results") or {}
-    counts = data.get("n-samples") or {}
     grouped = {t for group, members in (data.get("group_subtasks") or {}).items() if group in results
                for t in members if by_lm_eval_task(t) is not None and by_lm_eval_task(t) == by_lm_eval_task(group)}
     out = []
@@ -220,15 +219,14 @@ def lm_eval_results(path: Path, data: dict[str, Any]) -> list[tuple[str, MethodR
         if method is None or task in grouped:
             continue
         numbers = []
+        counts = lm_eval_metric_counts(path, data, task)  # a nanmean rate's n is its denominator, not every doc
         for metric in method.lm_eval_metrics:
             value = values.get(f"{metric},none")
             if not isinstance(value, int | float):
                 continue
             stderr = values.get(f"{metric}_stderr,none")
-            n = (counts.get(task) or {}).get("effective")
             numbers.append(Number(metric, float(value), se=float(stderr) if isinstance(stderr, int | float) else None,
-                                  n=n if isinstance(n, int) else None,
-                                  headline=metric in method.lm_eval_headline))
+                                  n=counts.get(metric), headline=metric in method.lm_eval_headline))
         if numbers:
             out.append((lm_eval_model_name(data), MethodResult(method.key, "lm-eval", f"{method.title} · {task}",
                                                            task, task, numbers, [str(path)],

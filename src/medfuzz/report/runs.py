@@ -100,6 +100,35 @@ def model_args(value: Any) -> dict[str, str]:
     return {}
 
 
+def lm_eval_metric_counts(results_file: Path, data: Mapping[str, Any], task: str,
+                          filter_name: str = "none") -> dict[str, int | None]:
+    """How many docs each metric of ``task`` is an average over. A metric lm-eval aggregates with ``nanmean`` is
+    a rate over a subset (TCES's flip rate over the clean-correct docs; MedFuzz's accuracies over the scored
+    pairs, its flip rate over their clean-correct ones), so the task's doc count (``n-samples``) is not its n:
+    counted from the per-doc values in the samples file lm-eval wrote beside ``results_file`` (``--log_samples``,
+    the same timestamp), the docs whose value is a number and not NaN. Without that file: the doc count for a
+    ``mean`` metric, None (unknown) for any other."""
+    configs = (data.get("configs") or {}).get(task) or {}
+    aggregation = {str(m.get("metric")): m.get("aggregation") for m in configs.get("metric_list") or []
+                   if isinstance(m, Mapping)}
+    effective = ((data.get("n-samples") or {}).get(task) or {}).get("effective")
+    stamp = results_file.name.removeprefix("results_").removesuffix(".json")
+    samples = results_file.parent / f"samples_{task}_{stamp}.jsonl"
+    if not samples.is_file():
+        return {metric: effective if kind == "mean" and isinstance(effective, int) else None
+                for metric, kind in aggregation.items()}
+    counts = dict.fromkeys(aggregation, 0)
+    for line in samples.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line) if line.strip() else {}
+        if record.get("filter", filter_name) != filter_name:  # one record per (doc, filter)
+            continue
+        for metric in counts:
+            value = record.get(metric)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+                counts[metric] += 1
+    return dict(counts)
+
+
 def _newest(folder: Path, pattern: str) -> Path:
     found = sorted(folder.rglob(pattern), key=lambda p: p.stat().st_mtime)
     if not found:
