@@ -295,3 +295,25 @@ def test_with_one_run_at_a_time_medfuzz_starts_first_else_the_plans_order(tmp_pa
         assert run_order(runs, several) == runs
     without = [pair for pair in runs if pair[0].method != "medfuzz"]
     assert run_order(without, 1) == without
+
+
+def test_a_finished_lm_eval_half_is_reused_only_for_the_same_command(tmp_path: Path) -> None:
+    from medfuzz.tasks.suite import finished_lm_eval_run
+
+    out = tmp_path / "lm-eval"
+    results = out / "model" / "results_2026-01-01T00-00-00.json"
+    results.parent.mkdir(parents=True)
+    results.write_text("{}")
+    record = {"model": "medfuzz-local", "model_args": "n_threads=2", "tasks": ["medqa_clean"],
+              "metadata": {"data": "demo", "clean_limit": 10}}
+    marker = tmp_path / "finished-run.jsonl"
+    marker.write_text(json.dumps({**record, "results": "model/results_2026-01-01T00-00-00.json"}) + "\n")
+    assert finished_lm_eval_run(marker, record, out) == results
+    for changed in ({"metadata": {"data": "demo", "clean_limit": 20}}, {"tasks": ["medqa_clean", "medguard"]},
+                    {"model_args": "n_threads=1"}, {"model": "hf"}):
+        assert finished_lm_eval_run(marker, {**record, **changed}, out) is None, changed
+    results.unlink()  # the results file is gone: run again
+    assert finished_lm_eval_run(marker, record, out) is None
+    marker.write_text("{not json")
+    assert finished_lm_eval_run(marker, record, out) is None
+    assert finished_lm_eval_run(tmp_path / "absent.jsonl", record, out) is None

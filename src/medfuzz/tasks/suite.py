@@ -775,12 +775,24 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
     if model_label:
         metadata[MODEL_LABEL] = model_label
     out = plan.out / "lm-eval"
+    # the finished lm-eval run of this very command is reused, as the Inspect half reuses its finished runs: its
+    # request cache would make a re-run free, but lm-eval would write a second results file of the same run, and
+    # the report would show it twice (the record is not .json: the report reads every .json under the folder)
+    record = {"model": lm.model, "model_args": lm.model_args, "tasks": list(tasks), "metadata": metadata}
+    finished = plan.out / "lm-eval-cache" / "finished-run.jsonl"
+    reused = finished_lm_eval_run(finished, record, out)
+    if reused is not None:
+        print(f"lm-eval half: finished before with the same command and settings ({reused.relative_to(out)}); "
+              "reused, nothing run", flush=True)
+        return out
     script = Path(sys.executable).parent / "medfuzz-lm-eval"
     command = [str(script if script.exists() else shutil.which("medfuzz-lm-eval")), "--model", lm.model,
                *(["--model_args", lm.model_args] if lm.model_args else []), "--tasks", ",".join(tasks),
                "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples",
                "--use_cache", str(plan.out / "lm-eval-cache" / "requests")]
     (plan.out / "lm-eval-cache").mkdir(parents=True, exist_ok=True)
+    finished.unlink(missing_ok=True)
+    before = set(out.rglob("results_*.json")) if out.is_dir() else set()
     print(f"$ {' '.join(command)}", flush=True)
     from medfuzz.models.local import die_with_parent
 
@@ -797,7 +809,23 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
             raise
     if code != 0:
         raise lm_eval_failure(code, log_file)
+    written = sorted(set(out.rglob("results_*.json")) - before, key=lambda p: p.stat().st_mtime)
+    if written:
+        finished.write_text(json.dumps({**record, "results": str(written[-1].relative_to(out))}) + "\n",
+                            encoding="utf-8")
     return out
+
+
+def finished_lm_eval_run(finished: Path, record: Mapping[str, Any], out: Path) -> Path | None:
+    """The results file of an lm-eval half that finished with exactly ``record`` (model, model arguments, tasks,
+    metadata), if it is still there."""
+    try:
+        previous = json.loads(finished.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    results = out / str(previous.pop("results", ""))
+    same = json.loads(json.dumps(record)) == previous  # as it was written: tuples as lists
+    return results if same and results.is_file() and results.name.startswith("results_") else None
 
 
 def stop_process_group(process: Any, grace: float = 1.5) -> None:
