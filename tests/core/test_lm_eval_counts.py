@@ -45,3 +45,9 @@ def test_a_samples_file_of_another_run_is_not_read(tmp_path: Path) -> None:
     (tmp_path / "samples_tces_medqa_drugs_2026-01-01T00-00-00.000000.jsonl").write_text(
         json.dumps({"doc_id": 0, "clean_acc": 1.0, "flip_rate": 1.0}) + "\n")
     assert lm_eval_metric_counts(results, DATA, "tces_medqa_drugs") == {"clean_acc": 6, "flip_rate": None}
+
+
+def test_an_unreadable_samples_file_leaves_the_counts_unknown(tmp_path: Path) -> None:
+    results = _results(tmp_path, None)
+    (tmp_path / f"samples_tces_medqa_drugs_{STAMP}.jsonl").write_text('{"doc_id": 0, "flip_rate": 1.0}\n{cut off')
+    assert lm_eval_metric_counts(results, DATA, "tces_medqa_drugs") == {"clean_acc": 6, "flip_rate": None}

@@ -314,6 +314,7 @@ def test_a_finished_lm_eval_half_is_reused_only_for_the_same_command(tmp_path: P
         assert finished_lm_eval_run(marker, {**record, **changed}, out) is None, changed
     results.unlink()  # the results file is gone: run again
     assert finished_lm_eval_run(marker, record, out) is None
-    marker.write_text("{not json")
-    assert finished_lm_eval_run(marker, record, out) is None
+    for broken in ("{not json", "[1, 2]"):
+        marker.write_text(broken)
+        assert finished_lm_eval_run(marker, record, out) is None
     assert finished_lm_eval_run(tmp_path / "absent.jsonl", record, out) is None

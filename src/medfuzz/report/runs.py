@@ -114,13 +114,18 @@ def lm_eval_metric_counts(results_file: Path, data: Mapping[str, Any], task: str
     effective = ((data.get("n-samples") or {}).get(task) or {}).get("effective")
     stamp = results_file.name.removeprefix("results_").removesuffix(".json")
     samples = results_file.parent / f"samples_{task}_{stamp}.jsonl"
-    if not samples.is_file():
-        return {metric: effective if kind == "mean" and isinstance(effective, int) else None
-                for metric, kind in aggregation.items()}
+    unknown = {metric: effective if kind == "mean" and isinstance(effective, int) else None
+               for metric, kind in aggregation.items()}
+    try:
+        lines = samples.read_text(encoding="utf-8").splitlines() if samples.is_file() else None
+        records = [json.loads(line) for line in lines if line.strip()] if lines is not None else None
+    except (OSError, UnicodeDecodeError, ValueError):  # an unreadable samples file: the counts stay unknown
+        records = None
+    if records is None:
+        return unknown
     counts = dict.fromkeys(aggregation, 0)
-    for line in samples.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line) if line.strip() else {}
-        if record.get("filter", filter_name) != filter_name:  # one record per (doc, filter)
+    for record in records:
+        if not isinstance(record, dict) or record.get("filter", filter_name) != filter_name:  # one per (doc, filter)
             continue
         for metric in counts:
             value = record.get(metric)

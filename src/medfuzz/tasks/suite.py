@@ -823,6 +823,8 @@ def finished_lm_eval_run(finished: Path, record: Mapping[str, Any], out: Path) -
         previous = json.loads(finished.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    if not isinstance(previous, dict):
+        return None
     results = out / str(previous.pop("results", ""))
     same = json.loads(json.dumps(record)) == previous  # as it was written: tuples as lists
     return results if same and results.is_file() and results.name.startswith("results_") else None
