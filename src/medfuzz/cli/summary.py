@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +47,15 @@ class Finished:
     plan: Any
     logs: Mapping[str, Any]  # the suite label -> its EvalLog header
     paths: dict[str, Path]  # the suite label -> its log file
-    lm: dict[str, dict[str, Any]]  # lm-eval's results (task -> metrics), empty without the lm-eval half
     lm_eval_out: Path | None
     name: str  # the target model as the summary names it
-    lm_file: Path | None = None  # the results file ``lm`` is read from, and all of it
-    lm_data: dict[str, Any] = field(default_factory=dict)
+    lm_file: Path | None  # the newest lm-eval results file under ``lm_eval_out``, and all of it
+    lm_data: dict[str, Any]
+
+    @property
+    def lm(self) -> dict[str, dict[str, Any]]:
+        """lm-eval's results (task -> metrics), empty without the lm-eval half."""
+        return self.lm_data.get("results") or {}
 
     def lm_counts(self, task: str) -> dict[str, int | None]:
         """How many docs each lm-eval metric of ``task`` averages over (a nanmean rate: its denominator)."""
@@ -81,7 +85,7 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
     lines = ["", f"medfuzz run: {name} on {_data_words(plan.data)}, level {plan.level}", ""]
     lm_file, lm_data = _lm_eval_file(lm_eval_out)
     done = Finished(plan, logs, {label: local_path(entry.location) for label, entry in logs.items()},
-                    lm_data.get("results") or {}, lm_eval_out, name, lm_file, lm_data)
+                    lm_eval_out, name, lm_file, lm_data)
     for method in suite_order():  # every registered method: a block shows the runs there are, else nothing
         lines += BLOCKS.get(method, _headline_block)(done, method)
     if embedded:
