@@ -14,6 +14,9 @@ from medfuzz.options import MethodConfig, check
 
 # the split a benchmark's clean baseline names in its task signature (what its loader reads without one)
 DEFAULT_SPLITS = {"medqa": "test", "medmcqa": "validation"}
+# the split of the Hugging Face release that few-shot examples come from when a run evaluates another one (the
+# split lm-eval's own medqa_4options / medmcqa tasks draw them from); medfuzz.tasks.lm_eval.fewshot
+FEWSHOT_SPLITS = {"medqa": "train", "medmcqa": "train"}
 
 
 @dataclass(frozen=True)
