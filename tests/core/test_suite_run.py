@@ -34,6 +34,19 @@ def test_a_secret_in_the_lm_eval_arguments_is_an_error_before_anything_runs(tmp_
     assert not (tmp_path / "out").exists()
 
 
+def test_several_models_with_lm_eval_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    """``--lm-eval`` names one lm-eval model: with two ``--model`` values the run used to drop it half-way and
+    exit 0; now it stops before any call (the dry run too), saying what to do."""
+    plan = SuitePlan(model="openai-api/vllm/a,openai-api/vllm/b", out=tmp_path / "out", level="quick",
+                     methods=("baseline",), limit=2)
+    for dry_run in (False, True):
+        done = run_suite_plan(plan, RunOptions(lm_eval="hf:pretrained=x", dry_run=dry_run), never, never)
+        assert done.code == 1 and done.error is not None
+        assert done.error.startswith("--lm-eval names one lm-eval model, and --model names 2: run medfuzz run "
+                                     "once per model")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_dry_run_prints_the_bound_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     done = run_suite_plan(small(tmp_path / "out"), RunOptions(dry_run=True), never, never)
     printed = capsys.readouterr().out

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.errors import MedfuzzError
-from medfuzz.options import flag
+from medfuzz.options import ConfigError, flag
 from medfuzz.records.methods import METHODS
 from medfuzz.tasks import suite
 from medfuzz.tasks.suite import SuitePlan
@@ -116,6 +116,10 @@ def _stoppable(plan: SuitePlan, how: RunOptions, summary_lines: SummaryLines | N
 
     started = time.monotonic()
     lm = suite.LmEvalPlan.parse(how.lm_eval, how.threads) if how.lm_eval else None
+    if lm is not None and len(plan.models) > 1:  # refused before any call, not dropped half-way
+        raise ConfigError(f"--lm-eval names one lm-eval model, and --model names {len(plan.models)}: run "
+                          "medfuzz run once per model, each with its own --lm-eval (and its own --out), or leave "
+                          "--lm-eval out to compare the models in Inspect")
     try:  # from the first step: Ctrl-C while the tasks load (TCES embeds its vocabulary) ends as cleanly
         if how.dry_run:
             return _dry_run(plan, lm)
@@ -270,9 +274,6 @@ def _lm_eval_half(plan: SuitePlan, lm: suite.LmEvalPlan | None, outcome: suite.S
     if plan.shard is not None:
         print("--lm-eval: skipped with --shard (lm-eval runs have no shards to merge; run it once, unsharded)",
               flush=True)
-        return None
-    if len(models) > 1:
-        print("--lm-eval: skipped with several --model values (one lm-eval model per run)", flush=True)
         return None
     from medfuzz.records.locations import local_path
     from medfuzz.solvers.medfuzz.store import ATTACKED
