@@ -14,7 +14,7 @@ import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -33,6 +33,19 @@ _NONE = {"", "none", "null"}
 class ConfigError(MedfuzzError, ValueError):
     """A method parameter with an unknown name, a value of the wrong type or a value out of range."""
 
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The known name closest to a misspelt one (difflib's default cutoff), for "did you mean" hints: the one
+    matcher every option check uses."""
+    close = difflib.get_close_matches(name, sorted(candidates), n=1)
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` or ""."""
+    close = closest(name, candidates)
+    return f" (did you mean {close!r}?)" if close else ""
 
 def as_bool(value: Any, name: str = "value") -> bool:
     """``True``/``False`` from a bool, a 0/1 number or the usual words (lm-eval metadata arrives as text)."""
@@ -98,8 +111,8 @@ def options_from(cls: type[T], raw: Mapping[str, Any], *, ignore_unknown: bool =
         if name not in fields:
             if ignore_unknown:
                 continue
-            close = difflib.get_close_matches(name, sorted(fields), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(fields))}"
+            close = closest(name, fields)
+            hint = f"; did you mean {close!r}?" if close else f"; known: {', '.join(sorted(fields))}"
             raise ConfigError(f"unknown {label} parameter {name!r}{hint}")
         values[name] = _convert(name, value, hints[name])
     try:

@@ -193,11 +193,11 @@ def check_lm_eval(model: str, model_args: str, timeout: float = TIMEOUT) -> list
     try:
         lm_eval.api.registry.get_model(model)
     except (KeyError, ValueError):
-        import difflib
+        from medfuzz.options import closest
 
         known = sorted(lm_eval.api.registry.model_registry.keys())
-        close = difflib.get_close_matches(model, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else f" (lm-eval has: {', '.join(known)})"
+        close = closest(model, known)
+        hint = f" (did you mean {close!r}?)" if close else f" (lm-eval has: {', '.join(known)})"
         raise PreflightError(f"--lm-eval {model!r}: lm-eval has no model of this name{hint}") from None
     if model not in API_MODELS:
         return [f"lm-eval {model}: a model lm-eval knows; its arguments are checked when it loads"]

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.errors import MedfuzzError
-from medfuzz.options import ConfigError, flag, flag_values
+from medfuzz.options import ConfigError, did_you_mean, flag, flag_values
 from medfuzz.records.keys import MODEL_LABEL, SHARD_KEY, SUITE_KEY
 from medfuzz.records.methods import METHODS as REGISTRY
 from medfuzz.records.methods import suite_order
@@ -270,7 +270,11 @@ class SuitePlan:
                 raise ConfigError(f"--shard {k}/{n}: expected K/N with 1 <= K <= N (e.g. 2/4)")
         unknown = [m for m in self.methods if m not in REGISTRY]
         if unknown or not self.methods:
-            raise ConfigError(f"--methods: {unknown or 'nothing'} is not among {list(suite_order())}")
+            known = ", ".join(suite_order())
+            if not self.methods:
+                raise ConfigError(f"--methods names no method; choose from {known} (comma-separated)")
+            raise ConfigError("--methods: " + "; ".join(f"{name!r} is not a method{did_you_mean(name, suite_order())}"
+                                                         for name in unknown) + f" (choose from {known})")
         if self.level not in LEVELS:
             raise ConfigError(f"--level: {self.level!r} is not one of {list(LEVELS)}")
         # the level's defaults are the plan's, so the suite scripted from Python runs what `medfuzz run` runs
@@ -333,7 +337,6 @@ class SuitePlan:
 
     def check_options(self) -> None:
         """Every ``--option`` must reach some chosen method (a typo must not run with defaults)."""
-        import difflib
 
         known = {m: REGISTRY[m].options() for m in self.methods}
         everything = sorted({n for names in known.values() for n in names}
@@ -342,10 +345,8 @@ class SuitePlan:
             method = next((m for m in self.methods if name.startswith(f"{m}_") and name[len(m) + 1:] in known[m]),
                           None)
             if method is None and not any(name in names for names in known.values()):
-                close = difflib.get_close_matches(name, everything, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigError(f"--option {name}: no chosen method ({', '.join(self.methods)}) has this "
-                                  f"option{hint}")
+                                  f"option{did_you_mean(name, everything)}")
 
     def runs(self) -> list[SuiteRun]:
         """Every run of the suite, in the order they run (cheap first: a misconfiguration shows early)."""

@@ -27,7 +27,6 @@ The method parameters themselves come from the config dataclasses (``dataclasses
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import os
@@ -37,7 +36,7 @@ from functools import cache
 from typing import Any
 
 from medfuzz.models.failures import secret_name
-from medfuzz.options import ConfigError
+from medfuzz.options import ConfigError, did_you_mean
 from medfuzz.records.keys import MODEL_LABEL  # the report's name of the model: no hook reads it
 from medfuzz.records.methods import METHODS
 
@@ -201,8 +200,7 @@ def _ignored(raw: Mapping[str, Any]) -> set[str]:
 
 
 def _suggest(name: str, candidates: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(name, candidates)
 
 
 def read_options(raw: Mapping[str, Any], family: str, *, task: str, benchmark: str | None = None) -> dict[str, Any]:
