@@ -13,6 +13,7 @@ is written stops the command as one during a run does (``medfuzz.tasks.run_stop`
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import sys
@@ -99,6 +100,12 @@ def run_suite_plan(plan: SuitePlan, how: RunOptions | None = None, summary_lines
         return _stoppable(plan, how, summary_lines, write_report if how.report else None)
     except (*USER_ERRORS, MedfuzzError) as err:
         return RunOutcome(1, error=str(err))
+    except OSError as err:  # a read-only, unwritable or full --out: one line (finished work is kept)
+        from medfuzz.tasks.run_stop import WRITE_ERRNOS, unwritable
+
+        if err.errno not in WRITE_ERRNOS or not _under(plan.out, err):
+            raise
+        return RunOutcome(1, error=unwritable(plan.out, err))
     except PrerequisiteError as err:  # Inspect's own (a missing API key, an unknown provider): its message alone
         from medfuzz.tasks.preflight import prerequisite_text
 
@@ -108,6 +115,16 @@ def run_suite_plan(plan: SuitePlan, how: RunOptions | None = None, summary_lines
             raise
         return RunOutcome(1, error=f"{err} (--model / --attacker take Inspect's provider/model names, e.g. "
                                    "openai/gpt-4o-mini or openai-api/<service>/<model>: https://inspect.aisi.org.uk/providers.html)")
+
+
+def _under(out: Path, err: OSError) -> bool:
+    """Whether a write error is about ``out`` (a full disk is, wherever it was noticed)."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT) or not err.filename:
+        return True
+    try:
+        return Path(str(err.filename)).resolve().is_relative_to(out.resolve())
+    except (OSError, ValueError):
+        return False
 
 
 def _stoppable(plan: SuitePlan, how: RunOptions, summary_lines: SummaryLines | None,

@@ -17,7 +17,8 @@ The fuzzed items come from either
   one JSON line per item, so a rerun (or a resumed one) attacks only the items not finished yet. An item with
   an LLM error is not stored (an outage or a wrong key is not a fact about the item): the next run attacks it
   again, and every model call it had completed comes from the call cache (``medfuzz.models.call_cache``), so
-  nothing is paid twice. Every item, replicate and control is in flight at once; ``attack_concurrency``
+  no completed call is paid twice (those in flight when it stopped are). Every item, replicate and control is
+  in flight at once; ``attack_concurrency``
   (default 16) caps the model calls in flight per endpoint; ``call_timeout`` (seconds per attempt, default 20)
   and ``call_retries`` (default 2) set the client's deadline and retries of timed-out, dropped, 429 and 5xx
   calls. A torn last line (the process was killed while writing it) is dropped and logged.
