@@ -35,6 +35,7 @@ from medfuzz.adapters.inspect_model import default_generate_config
 from medfuzz.benchmarks import PromptStyle
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.selection import DEFAULT, DEFAULT_SPLITS, DataSelection
+from medfuzz.models.failures import reply_excerpt
 from medfuzz.tasks.inspect.failure_policy import LLM_ERROR, answer_or_llm_error, baseline_choice
 from medfuzz.tasks.inspect.run_checks import RunChecks, first_reason
 from medfuzz.tasks.inspect.samples import mcq_dataset
@@ -95,12 +96,12 @@ def lenient_choice() -> Scorer:
         completion = state.output.completion or ""
         letter = answer_letter(completion, letters, options)
         if letter is None:
-            return Score(value=INCORRECT, answer="", explanation=f"no option letter in {completion[:200]!r}",
+            return Score(value=INCORRECT, answer="", explanation=f"no option letter in {reply_excerpt(completion)}",
                          metadata={"lenient_needed": False})
         original = shown[letters.index(letter)].original_position  # the target letters name original positions
         correct = chr(ord("A") + original) in _target_letters(target, len(shown))
         return Score(value=CORRECT if correct else INCORRECT, answer=letter,
-                     explanation=f"lenient reading of {completion[:200]!r}", metadata={"lenient_needed": True})
+                     explanation=f"lenient reading of {reply_excerpt(completion)}", metadata={"lenient_needed": True})
 
     return score
 

@@ -36,7 +36,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.util import LimitExceededError
 
 from medfuzz.adapters.inspect_model import redact_provider_errors
-from medfuzz.models.failures import config_failure, describe
+from medfuzz.models.failures import cap_reply, config_failure, describe
 
 LLM_ERROR = "llm_error"  # state.metadata / score.metadata key holding the reason
 RETRIES = 2
@@ -57,7 +57,7 @@ def _problem(state: TaskState, refusal_is_answer: bool) -> str | None:
     if output.stop_reason == "content_filter":
         if refusal_is_answer:
             return None
-        return f"refusal: {output.completion.strip()[:200] or 'content filter'}"
+        return f"refusal: {cap_reply(output.completion.strip())[:200] or 'content filter'}"
     if not output.completion.strip():
         return "empty reply"
     return None
@@ -175,6 +175,8 @@ def baseline_choice() -> Scorer:
         if result is None:  # choice() always scores; keep the type checker and a future Inspect honest
             raise RuntimeError("Inspect's choice() scorer returned no score")
         result.metadata = {**(result.metadata or {}), LLM_ERROR: None}
+        if result.explanation:  # choice() quotes the whole reply: a key an endpoint echoed in it is redacted
+            result.explanation = cap_reply(result.explanation)
         return result
 
     return score

@@ -16,6 +16,7 @@ from inspect_ai.solver import Choices, Generate, Solver, TaskState, multiple_cho
 from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.answers import answer_letter
+from medfuzz.models.failures import cap_reply
 from medfuzz.options import ConfigError
 from medfuzz.scorers.medguard import (
     STATUS_ERROR,
@@ -182,7 +183,7 @@ def medguard_scorer():
         return Score(
             value=1.0 if result.correct else 0.0,
             answer=letter,
-            explanation=state.output.completion[-2000:],
+            explanation=cap_reply(state.output.completion)[-2000:],
             metadata={**result.score_metadata(), "recipe": meta.get("recipe"), "parsed": parsed},
         )
 
