@@ -766,6 +766,7 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
     its children as one process group) and is registered in ``children`` for a forced exit. Raises
     ``LmEvalFailed`` when it fails, ``KeyboardInterrupt`` (after stopping it) when interrupted."""
     import os
+    import shlex
     import shutil
     import subprocess
     import sys
@@ -794,7 +795,7 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
     (plan.out / "lm-eval-cache").mkdir(parents=True, exist_ok=True)
     finished.unlink(missing_ok=True)
     before = set(out.rglob("results_*.json")) if out.is_dir() else set()
-    print(f"$ {' '.join(command)}", flush=True)
+    print(f"$ {shlex.join(command)}", flush=True)  # pasteable: the --metadata JSON is quoted
     from medfuzz.models.local import die_with_parent
 
     with log_file.open("w") as handle:
