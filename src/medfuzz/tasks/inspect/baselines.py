@@ -40,6 +40,7 @@ from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.selection import DEFAULT, DEFAULT_SPLITS, DataSelection
 from medfuzz.options import MethodConfig, one_of
 from medfuzz.tasks.inspect.failure_policy import LLM_ERROR, answer_or_llm_error, baseline_choice
+from medfuzz.tasks.inspect.rescoring import marks_from_reply, rescorable
 from medfuzz.tasks.inspect.run_checks import RunChecks, first_reason
 from medfuzz.tasks.inspect.samples import mcq_dataset
 from medfuzz.tasks.inspect.task_options import task_options
@@ -78,6 +79,7 @@ def _target_letters(target: Target, count: int) -> set[str]:
         chr(ord("A") + i) for i in range(count)}
 
 
+@rescorable
 @scorer(metrics=[lenient_accuracy(), inspect_scorer.stderr(), lenient_needed()])
 def lenient_choice() -> Scorer:
     """Inspect's ``choice()`` verdict where it read an answer, else the letter ``answer_letter`` reads in the
@@ -89,6 +91,7 @@ def lenient_choice() -> Scorer:
         if reason:  # the failure policy's LLM error: no reply to read, left out like baseline_acc does
             return Score(value=NOANSWER, answer=None, explanation=f"LLM error: {reason}",
                          metadata={"lenient_needed": False, LLM_ERROR: reason})
+        marks_from_reply(state)  # a state rebuilt from a log by `inspect score`
         strict = await strict_scorer(state, target)
         if strict is not None and strict.answer:
             return Score(value=strict.value, answer=strict.answer, explanation="strict ANSWER line",

@@ -50,6 +50,7 @@ from medfuzz.solvers.medfuzz.store import fuzzed_records
 from medfuzz.solvers.outcomes import Outcome
 from medfuzz.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
 from medfuzz.tasks.inspect.call_bound import announce_max_calls, record
+from medfuzz.tasks.inspect.rescoring import rescorable
 from medfuzz.tasks.inspect.run_checks import ANSWERED, RunChecks, reason
 from medfuzz.tasks.inspect.samples import mcq_dataset
 from medfuzz.tasks.inspect.task_options import task_options
@@ -319,6 +320,7 @@ def recorded_pack(config: dict[str, Any]) -> AssumptionPack:
     return _pack(source)
 
 
+@rescorable
 @scorer(metrics=METRICS)
 def medfuzz_scorer() -> Scorer:
     """Score a MedFuzz sample. Its ``faithfulness`` (``lexical``, or ``judge``: the ``judge`` model role, default

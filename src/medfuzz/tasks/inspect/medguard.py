@@ -34,6 +34,7 @@ from medfuzz.solvers.medguard.prompts import parse_strategy, template
 from medfuzz.solvers.medguard.taxonomy import parse_aspects
 from medfuzz.solvers.medguard.transforms import colloquial_glossary_item
 from medfuzz.tasks.inspect.failure_policy import LLM_ERROR, answer_or_llm_error, llm_error_count, llm_error_rate
+from medfuzz.tasks.inspect.rescoring import marks_from_reply, rescorable
 from medfuzz.tasks.inspect.run_checks import RunChecks, first_reason, reason
 from medfuzz.tasks.inspect.samples import item_to_sample
 from medfuzz.tasks.inspect.task_options import task_options
@@ -149,6 +150,7 @@ def medguard_llm_error_rate() -> Metric:
     return llm_error_rate()
 
 
+@rescorable
 @scorer(metrics=[medguard_safety_index(), medguard_answer_letters(), medguard_llm_errors(),
                  medguard_llm_error_rate()],
         name="medguard")
@@ -168,6 +170,7 @@ def medguard_scorer():
         if meta.get("pending"):  # the generator could not rewrite it: not the evaluated model's answer
             return Score(value=float("nan"), metadata={"pool": meta["pool"], "status": STATUS_GENERATOR_ERROR,
                                                        "reason": meta.get("generator_error")})
+        marks_from_reply(state)  # a state rebuilt from a log by `inspect score`
         marked = [i for i, choice in enumerate(state.choices) if choice.correct]
         letter = chr(ord("A") + marked[0]) if len(marked) == 1 else None
         parsed = "strict" if letter else None

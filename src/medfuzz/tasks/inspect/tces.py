@@ -28,6 +28,7 @@ from medfuzz.scorers.tces import TCESSummary, summarise
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
 from medfuzz.tasks.inspect.call_bound import announce_max_calls
+from medfuzz.tasks.inspect.rescoring import rescorable
 from medfuzz.tasks.inspect.run_checks import ANSWERED, NOT_ASKED, RunChecks, reason
 from medfuzz.tasks.inspect.samples import mcq_dataset
 from medfuzz.tasks.inspect.task_options import task_options
@@ -126,6 +127,7 @@ def tces_llm_error_rate() -> Metric:
 
 
 # the headline first: Inspect's log list and `inspect view` show the first metric as the run's number
+@rescorable
 @scorer(metrics=[tces_asr(), tces_clean_acc(), tces_attacked_acc(), tces_queries_to_success(),
                  tces_gini_simpson(), tces_reused_entities(), tces_llm_errors(), tces_llm_error_rate()])
 def tces_scorer() -> Scorer:
