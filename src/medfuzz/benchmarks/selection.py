@@ -5,7 +5,7 @@ checks raw values like the method configs do (``medfuzz.options``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import ClassVar
 
 from medfuzz.benchmarks.items import MCQItem, item_seed
@@ -39,10 +39,6 @@ class DataSelection(MethodConfig):
 
     def __post_init__(self) -> None:
         check(bool(self.data.strip()), "data must name a source: hf, demo or a file")
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
 
     def items(self, benchmark: str, seed: int, *, apply_limit: bool = True) -> list[MCQItem]:
         """The selected items (options shuffled per item when ``shuffle_choices``). ``apply_limit=False``: all of

@@ -37,6 +37,7 @@ from inspect_ai.util import LimitExceededError
 
 from medfuzz.adapters.inspect_model import redact_provider_errors
 from medfuzz.models.failures import cap_reply, config_failure, describe
+from medfuzz.tasks.inspect.rescoring import marks_from_reply, rescorable
 
 LLM_ERROR = "llm_error"  # state.metadata / score.metadata key holding the reason
 RETRIES = 2
@@ -160,6 +161,7 @@ def baseline_llm_error_rate() -> Metric:
     return llm_error_rate()
 
 
+@rescorable
 @scorer(metrics=[baseline_acc(), baseline_stderr(), baseline_llm_errors(), baseline_llm_error_rate()])
 def baseline_choice() -> Scorer:
     """Inspect's strict ``choice()`` on answered samples; an LLM-error sample is scored ``NOANSWER`` with the
@@ -171,6 +173,7 @@ def baseline_choice() -> Scorer:
         if reason:
             return Score(value=NOANSWER, answer=None, explanation=f"LLM error: {reason}",
                          metadata={LLM_ERROR: reason})
+        marks_from_reply(state)  # a state rebuilt from a log by `inspect score`
         result = await strict(state, target)
         if result is None:  # choice() always scores; keep the type checker and a future Inspect honest
             raise RuntimeError("Inspect's choice() scorer returned no score")
