@@ -40,6 +40,7 @@ from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
+from medfuzz.records.keys import TRANSCRIPT_FIELDS
 from medfuzz.records.run_start import attainability_record
 from medfuzz.scorers.medfuzz import score_item, totals
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
@@ -471,7 +472,7 @@ def fuzzed_from_log(path: str | Path) -> list[dict[str, Any]]:
     from inspect_ai.log import read_eval_log
 
     # the records are in the score metadata: the transcripts (most of a sample at scale) are not read
-    log = read_eval_log(str(path), exclude_fields={"events", "attachments", "messages"})
+    log = read_eval_log(str(path), exclude_fields=set(TRANSCRIPT_FIELDS))
     results = []
     for sample in log.samples or []:
         score = (sample.scores or {}).get("medfuzz_scorer")

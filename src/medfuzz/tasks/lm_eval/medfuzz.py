@@ -57,6 +57,7 @@ from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.errors import DataError
 from medfuzz.models.openai_compat import DEFAULT_MAX_CONNECTIONS, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from medfuzz.options import ConfigError, as_bool, check
+from medfuzz.records.keys import TRANSCRIPT_FIELDS
 from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
@@ -165,7 +166,7 @@ def _log_results(path: Path) -> list[ItemResult]:
 
     results = []
     # the records are in the score metadata: the transcripts (most of a sample at scale) are not read
-    for sample in read_eval_log(str(path), exclude_fields={"events", "attachments", "messages"}).samples or []:
+    for sample in read_eval_log(str(path), exclude_fields=set(TRANSCRIPT_FIELDS)).samples or []:
         score = (sample.scores or {}).get("medfuzz_scorer")
         if score is not None and score.metadata:
             results.append(ItemResult.from_dict({"item": score.metadata["item"],
