@@ -25,7 +25,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -681,13 +680,6 @@ def write_settings(plan: SuitePlan, suite_bound: Bound) -> Path:
     return path
 
 
-def eta_text(seconds: float) -> str:
-    if not math.isfinite(seconds) or seconds < 0:
-        return "?"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
 # ------------------------------------------------------------------------------------------------ lm-eval
 
 LM_EVAL_EMBEDDED = "medfuzz-local"
@@ -770,6 +762,9 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
     import shutil
     import subprocess
     import sys
+    import time
+
+    from medfuzz.tasks.heartbeat import Heartbeat, lm_eval_status
 
 
     tasks, metadata = lm_eval_tasks(plan, fuzzed_log)
@@ -804,8 +799,10 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
                                    preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
         if children is not None:
             children.append(process)
+        started = time.monotonic()
         try:
-            code = process.wait()
+            with Heartbeat(lambda: lm_eval_status(log_file, started)):  # its progress is in its log, not here
+                code = process.wait()
         except BaseException:  # Ctrl-C / SIGTERM / SIGHUP: stop lm-eval and whatever it started, then go on
             stop_process_group(process)
             raise

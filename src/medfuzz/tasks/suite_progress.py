@@ -19,7 +19,8 @@ Measured on recorded event sequences (``tests/suite_events.py``; ``bench/eta_acc
 within 2× of the real time left from 25 % of the calls on wherever every method has finished a sample by then;
 a method that has not is estimated at its bound (``suite_events.HARD`` lists the cases and their errors); and on
 a real run against the planted server (``bench/eta_planted.py``). Drawn with tqdm on a terminal; elsewhere (CI, a
-log file) one plain line a minute. The hook is registered once per process and only active while a ``SuiteProgress`` is
+log file) one plain line every 10 s, from a ``Heartbeat`` (also while no call ends). The hook is registered
+once per process and only active while a ``SuiteProgress`` is
 (``enabled()``).
 """
 
@@ -34,6 +35,7 @@ from typing import Any
 
 from inspect_ai.hooks import Hooks, ModelUsageData, SampleEnd, SampleStart, TaskStart, hooks
 
+from medfuzz.tasks.heartbeat import Heartbeat, eta_text
 from medfuzz.tasks.suite import SUITE_KEY, Bound, SuiteRun, run_key
 
 _active: SuiteProgress | None = None
@@ -149,7 +151,8 @@ class SuiteProgress:
     _eval_labels: dict[str, str] = field(default_factory=dict)
     _bar: Any = None
     _last_line: float = 0.0
-    line_interval: float = 60.0
+    line_interval: float = 10.0  # without a terminal: a plain line this often (``Heartbeat``), events or not
+    _heartbeat: Heartbeat | None = None
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -165,12 +168,16 @@ class SuiteProgress:
             self._bar = tqdm(total=self.bound.total, unit="call", dynamic_ncols=True, mininterval=1.0,
                              bar_format=BAR_FORMAT.format(eta="?"))
             self._bar.set_description("medfuzz run")
+        elif self.show:  # a log file, CI: a plain line every ``line_interval`` s, also while no call ends
+            self._heartbeat = Heartbeat(self.status_text, self.line_interval).__enter__()
         _active = self
         return self
 
     def __exit__(self, *exc: object) -> None:
         global _active
         _active = None
+        if self._heartbeat is not None:
+            self._heartbeat.__exit__()
         if self._bar is not None:
             self._bar.close()
         elif self.show:  # the last state, whatever the minute
@@ -279,24 +286,17 @@ class SuiteProgress:
         elapsed = self.clock() - self.started
         expected = self.estimated_total()
         eta = self.eta_seconds()
-        from medfuzz.tasks.suite import eta_text
-
         return (f"medfuzz run: {self.calls:,} calls (bound {self.bound.total:,}; expected ~{round(expected):,}) · "
                 f"samples {done}/{total} · tokens {self.tokens:,} · elapsed {eta_text(elapsed)} · ETA {eta_text(eta)}")
 
     def _refresh(self) -> None:
-        if self._bar is None:
-            if self.show and self.clock() - self._last_line >= self.line_interval:
-                self._last_line = self.clock()
-                print(self.status_text(), file=sys.stderr, flush=True)
+        if self._bar is None:  # plain lines come from the heartbeat
             return
         done, total = self.samples_done()
         self._bar.total = max(self.calls, round(self.estimated_total()))
         self._bar.n = self.calls
         self._bar.set_postfix_str(f"bound {self.bound.total:,} · samples {done}/{total} · tokens {self.tokens:,}",
                                   refresh=False)
-        from medfuzz.tasks.suite import eta_text
-
         # this estimate in tqdm's place for {remaining} (tqdm's own divides the calls left by its smoothed rate)
         self._bar.bar_format = BAR_FORMAT.format(eta=eta_text(self.eta_seconds()))
         self._bar.refresh()

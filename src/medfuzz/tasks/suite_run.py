@@ -198,6 +198,7 @@ def _preflight(plan: SuitePlan, lm: suite.LmEvalPlan | None) -> None:
 
 def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, started: float,
              summary_lines: SummaryLines | None, write_report: ReportWriter | None) -> RunOutcome:
+    from medfuzz.tasks.heartbeat import Heartbeat, elapsed_line
     from medfuzz.tasks.run_stop import STOP
     from medfuzz.tasks.suite_progress import SuiteProgress, run_methods
 
@@ -207,8 +208,10 @@ def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, star
         phase("checking the models before the first paid call")
         _preflight(plan, lm)
     print("  building the tasks (TCES embeds its vocabularies once; later runs read them from the cache)", flush=True)
-    built = suite.build_tasks(plan)
-    suite.embed_anchor_texts(built)
+    with Heartbeat(elapsed_line("building the tasks", time.monotonic(),
+                                " (a first run embeds TCES's vocabularies; later runs read them from the cache)")):
+        built = suite.build_tasks(plan)
+        suite.embed_anchor_texts(built)
     bound = suite.bound(built, plan.models)
     settings_path = suite.write_settings(plan, bound)
     print(f"Upper bound on model calls before the first call (attacks that stop early make fewer; settings and "
@@ -249,7 +252,8 @@ def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, star
     if write_report is not None:
         phase("writing the report", str(plan.out / "report"))
         folders = [plan.out / "inspect", *([out_lm] if out_lm else [])]
-        index, report_problems = write_report(folders, plan.out / "report")  # prints each problem as it finds it
+        with Heartbeat(elapsed_line("writing the report", time.monotonic())):
+            index, report_problems = write_report(folders, plan.out / "report")  # prints each problem it finds
         problems += [f"report: {line}" for line in report_problems]
     if STOP.signum is not None:
         raise KeyboardInterrupt
