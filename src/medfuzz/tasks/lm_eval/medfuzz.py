@@ -159,11 +159,18 @@ def _file_docs(path: Path, wanted: tuple[str, ...]) -> list[dict[str, Any]]:
     return docs
 
 
-def _log_results(path: Path) -> list[ItemResult]:
+def _log_results(path: Path, benchmark: str) -> list[ItemResult]:
     """Every item result of an Inspect ``medfuzz_*`` log (the scorer's metadata holds every replicate, those
-    without a fuzzed question too)."""
+    without a fuzzed question too). A log of another benchmark's run is refused: the ``medfuzz`` tag runs
+    ``medfuzz_medqa`` and ``medfuzz_medmcqa`` with one ``--metadata``, and a MedQA log scored as MedMCQA would be
+    a number under the wrong name (aim each log with ``medqa_fuzzed`` / ``medmcqa_fuzzed``)."""
     from inspect_ai.log import read_eval_log
 
+    recorded = (read_eval_log(str(path), header_only=True).eval.metadata or {}).get("benchmark")
+    if recorded is not None and recorded != benchmark:
+        raise ConfigError(f"medfuzz_{benchmark}: fuzzed={path} is a run on {recorded}, not {benchmark}; give each "
+                          f"task its own log: --metadata '{{\"{recorded}_fuzzed\": \"{path}\", "
+                          f"\"{benchmark}_fuzzed\": \"...\"}}' (or run medfuzz_{recorded} only)")
     results = []
     # the records are in the score metadata: the transcripts (most of a sample at scale) are not read
     for sample in read_eval_log(str(path), exclude_fields=set(TRANSCRIPT_FIELDS)).samples or []:
@@ -184,7 +191,7 @@ def medfuzz_docs(task_benchmark: str, **kwargs: Any):
     if kwargs.get("fuzzed"):
         path = Path(kwargs["fuzzed"])
         if path.suffix in (".eval", ".json") and path.is_file():
-            docs = _replicate_docs(_log_results(path), wanted)
+            docs = _replicate_docs(_log_results(path, benchmark), wanted)
         else:
             docs = _file_docs(path, wanted)
     elif kwargs.get("target_base_url"):
