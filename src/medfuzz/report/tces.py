@@ -22,7 +22,7 @@ from typing import Any
 from medfuzz import stats
 from medfuzz.records.keys import METHOD_KEY
 from medfuzz.report.format import number
-from medfuzz.scorers.tces import TCESSummary, asr_by_budget, summarise
+from medfuzz.scorers.tces import TCESSummary, successes_by_budget, summarise
 
 SCORER = "tces_scorer"
 
@@ -84,21 +84,13 @@ def _slug(*parts: object) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "_".join(str(p) for p in parts)).strip("-")
 
 
-def wilson(successes: int, total: int) -> tuple[float, float, float]:
-    """Proportion and its Wilson 95 % interval (``stats.proportion``); NaNs when ``total`` is 0."""
-    if total <= 0:
-        return float("nan"), float("nan"), float("nan")
-    share = stats.proportion(int(successes), int(total))
-    return share.value, share.low, share.high
-
-
 def chance_level(records: Sequence[dict[str, Any]]) -> float:
     """A uniform guess's accuracy on the items the records carry (0.25, four options, when none does)."""
     chance = stats.guess_accuracy(len(r["modified_item"]["options"]) for r in records if r.get("modified_item"))
     return 0.25 if chance is None else chance
 
 
-def _errorbar(ax, xs: Sequence[float], intervals: Sequence[tuple[float, float, float]], **style) -> None:
+def _errorbar(ax, xs: Sequence[float], intervals: Sequence[stats.Proportion], **style) -> None:
     """Points with asymmetric Wilson error bars, in percent."""
     ys = [100 * v for v, _, _ in intervals]
     below = [100 * (v - lo) for v, lo, _ in intervals]
@@ -118,9 +110,8 @@ def _plot_budget_curves(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(6.4, 4.6))
         ordered = sorted(members, key=lambda r: (r.sampler, r.n, r.budget, str(r.path)))
         for position, run in enumerate(ordered):
-            attacked = sum(r["outcome"] in ("success", "attack_failed") for r in run.records)
-            curve = asr_by_budget(run.records, run.budget)
-            intervals = [wilson(round(v * attacked), attacked) for v in curve]
+            hits, attacked = successes_by_budget(run.records, run.budget)
+            intervals = [stats.proportion(k, attacked) for k in hits]
             # small horizontal offsets keep overlapping error bars of several runs apart
             offset = (position - (len(ordered) - 1) / 2) * 0.06
             xs = [b + offset for b in range(1, run.budget + 1)]
@@ -140,9 +131,9 @@ def _plot_budget_curves(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
     return written
 
 
-def _accuracy_interval(run: TCESRun) -> tuple[float, float, float]:
+def _accuracy_interval(run: TCESRun) -> stats.Proportion:
     s = run.summary
-    return wilson(s.clean_correct - s.successes, s.evaluated)
+    return stats.proportion(s.clean_correct - s.successes, s.evaluated)
 
 
 def _plot_n_sweeps(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
