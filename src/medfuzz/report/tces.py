@@ -44,6 +44,9 @@ class TCESRun:
     completed: str = ""  # when it finished (ISO time to the second; breaks ties of ``created``)
     written_ns: int = 0  # the log file's modification time (ns; breaks ties of both within one second)
     sweep: str | None = None  # the ``medfuzz sweep`` this run belongs to (``report.sweep``)
+    data: str = "hf"  # the run's data source and split, as its task recorded them (``DataSelection``)
+    split: str | None = None
+    items: int = 0  # the run's samples
 
     @property
     def label(self) -> str:
@@ -77,7 +80,8 @@ def read_tces_log(path: Path) -> TCESRun | None:
                    zoo_m=int(metadata.get("zoo_m", 0)), embedding=str(metadata.get("embedding", "?")),
                    model=str(log.eval.model), records=records, created=str(log.eval.created or ""),
                    completed=str(getattr(log.stats, "completed_at", "") or ""),
-                   written_ns=Path(path).stat().st_mtime_ns, sweep=metadata.get("medfuzz_sweep"))
+                   written_ns=Path(path).stat().st_mtime_ns, sweep=metadata.get("medfuzz_sweep"),
+                   data=str(metadata.get("data") or "hf"), split=metadata.get("split"), items=len(log.samples))
 
 
 def _slug(*parts: object) -> str:
