@@ -96,6 +96,7 @@ def assert_surfaces_agree(report: Path, terminal: str | None, models: list[str] 
         index = yaml.safe_load(cards[model].read_text(encoding="utf-8"))["model-index"][0]
         metrics = {m["name"]: (r, m) for r in index["results"] for m in r["metrics"]}
         hub = ModelCard("---\n" + cards[model].read_text(encoding="utf-8") + "---\n").data
+        assert len(metrics) == sum(len(r["metrics"]) for r in index["results"]), "two metrics of one name"
         assert hub.model_name == model and len(hub.eval_results) == len(metrics), (model, cards[model].name)
         for result in entry["results"]:
             key = (result["harness"], result["title"])
@@ -108,7 +109,7 @@ def assert_surfaces_agree(report: Path, terminal: str | None, models: list[str] 
                 if terminal_rows is not None:
                     assert terminal_rows.get(words) == text, (model, key, words, terminal_rows.get(words), text)
                 compared += 1
-                card_name = f"{result['title']}: {words}"
+                card_name = f"{result['title']} ({result['harness']}): {words}"
                 if number_entry.get("text") is not None or number_entry["value"] is None:
                     assert card_name not in metrics  # counts in words and missing values stay off the card
                     continue
@@ -126,7 +127,7 @@ def assert_surfaces_agree(report: Path, terminal: str | None, models: list[str] 
                 if data["hub_id"] is None:  # demo rows, a user's file, MedGuard's build: never a Hub id
                     assert dataset["dataset"]["type"].startswith("medfuzz:"), dataset
                 assert dataset["dataset"].get("split") == data["split"]
-                unit = "docs" if result["harness"] == "lm-eval" else "items"
+                unit = "docs" if "docs" in data else "items"  # lm-eval's own table counts docs
                 assert dataset["dataset"].get("args") == ({unit: data[unit]} if data.get(unit) is not None else None)
         for found in hub.eval_results:  # what Hugging Face's own parser reads
             assert found.dataset_type.startswith("medfuzz:") or "/" in found.dataset_type

@@ -304,8 +304,8 @@ def test_summary_json_and_model_index_hold_the_page_numbers(report: Path, logs: 
         encoding="utf-8"))["model-index"][0] for m in summary["models"]}
     tces = entries["medfuzz-scripted/t"]["results"]
     for sampler in ("RandS", "PDWS n=-20"):  # one result per run, named by it (the runs' order is the files')
-        assert {"type": "tces_asr", "value": 0.5, "name": f"TCES · drugs · {sampler} · B=3: attack success rate "
-                "within the query budget (ASR@B)", "args": {"ci95": [0.0945, 0.9055], "k": 1, "n": 2}} in [
+        assert {"type": "tces_asr", "value": 0.5, "name": f"TCES · drugs · {sampler} · B=3 (Inspect): attack success "
+                "rate within the query budget (ASR@B)", "args": {"ci95": [0.0945, 0.9055], "k": 1, "n": 2}} in [
             m for r in tces for m in r["metrics"]]
     assert tces[0]["task"]["type"] == "tces-inspect"
     # a user's file: no Hub id, no split, its item count

@@ -635,7 +635,7 @@ def _metric_entry(result: MethodResult, number: Number) -> dict[str, Any]:
     """One model-index metric: ``{type, value, name}`` and, in ``args``, what the value is read with (its 95 %
     Wilson interval and k of n, or its standard error and n), as ``summary.json`` holds them."""
     entry: dict[str, Any] = {"type": number.metric, "value": round(number.value, 4),
-                             "name": f"{result.title}: {label(number.metric)}"}
+                             "name": f"{result.title} ({result.harness}): {label(number.metric)}"}
     args: dict[str, Any] = {}
     if number.ci is not None and not any(math.isnan(c) for c in number.ci):
         args["ci95"] = [round(c, 4) for c in number.ci]
@@ -650,7 +650,8 @@ def _metric_entry(result: MethodResult, number: Number) -> dict[str, Any]:
 def model_index(cards: list[ModelCard]) -> list[dict[str, Any]]:
     """Hugging Face model-card ``model-index`` entries: one per model, one result per run (task: ``task_type``;
     dataset: ``DataSource.model_index``, true to the data the run used), its metrics as ``_metric_entry`` writes
-    them (name: the run and its label, so that two runs of one method stay apart in the Hub's flat list; NaN
+    them (name: the run, its harness and the label, so that two runs of one method, or one method's numbers from
+    both harnesses, stay apart in the Hub's flat list; NaN
     values and counts shown as words left out)."""
     entries = []
     for card in cards:
