@@ -102,11 +102,14 @@ def test_lm_eval_flip_rate_is_a_rate_over_its_own_docs_with_a_standard_error(run
     assert lm["numbers"]["flip_rate"]["n"] == n and lm["numbers"]["flip_rate"]["se"] == pytest.approx(
         tces["flip_rate_stderr,none"])
     assert lm["data"]["docs"] == len(docs) != n
-    # every robustness metric of every medfuzz lm-eval task with n >= 2 has a finite standard error
-    for task, values in data["results"].items():
-        for key, value in values.items():
-            if key.endswith("_stderr,none") and task.startswith(("tces_", "medfuzz_")):
-                assert isinstance(value, float) and math.isfinite(value), (task, key, value)
+    # every robustness rate of every medfuzz lm-eval task (n >= 2 here) has a finite standard error (llm_errors is
+    # an exact count of the run: it has none by design)
+    rates = ("clean_acc", "attacked_acc", "flip_rate", "llm_error_rate")
+    checked = [(task, metric, values[f"{metric}_stderr,none"]) for task, values in data["results"].items()
+               if task.startswith(("tces_", "medfuzz_")) for metric in rates if f"{metric},none" in values]
+    assert len(checked) >= 7
+    for task, metric, stderr in checked:
+        assert isinstance(stderr, float) and math.isfinite(stderr), (task, metric, stderr)
 
 
 def test_medguard_overall_is_the_mean_of_its_aspects_as_inspect_logged_them(run) -> None:
