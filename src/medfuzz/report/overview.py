@@ -1,12 +1,16 @@
 """The report's first screen, "Robustness at a glance": one card per target model with the headline numbers of
-every method run on it, each with its interval or SE, plus the same numbers as ``summary.json`` and as a Hugging
-Face ``model-index`` block (``model-index.yaml``).
+every method run on it, each with its interval or SE, plus the same numbers as ``summary.json`` and as Hugging
+Face ``model-index`` blocks (one model per file), and the results ``medfuzz run``'s summary prints
+(``cli.summary``): every surface renders these ``Number``s, computed once here.
 
 Every number comes from the code that computes it elsewhere: MedFuzz's counts from ``scorers.medfuzz.counts``
-(the pooled ratios of ``totals``) and its significance counts from ``report.medfuzz_logs.summary_of`` at the run's own
-α; TCES from ``scorers.tces.summarise``; MedGuard's indices, bootstrap SEs and chance levels from
-``report.medguard`` (``safety_report`` / ``position_report``); Wilson intervals from ``medfuzz.stats.proportion``.
-lm-eval numbers are the ones lm-eval reported, with its own standard errors. The methods, their titles, order and
+(the pooled ratios of ``totals``) and its significance counts from ``scorers.medfuzz.significance_family`` (via
+``report.medfuzz_logs.summary_of``, the same function the Inspect metrics call) at the run's own α
+(``recorded_alpha``); TCES from ``scorers.tces.summarise`` / ``successes_by_budget``; MedGuard's indices, bootstrap
+SEs and chance levels from ``scorers.medguard`` (``safety_report`` / ``position_report``, for both harnesses'
+MedGuard runs); Wilson intervals from ``medfuzz.stats.proportion`` (the one Wilson helper). lm-eval numbers are
+the ones lm-eval reported, with its own standard errors. Each result carries the data it was computed on
+(``DataSource``: a Hub id only for items read from that Hub dataset). The methods, their titles, order and
 notes come from the method registry (``records.methods``); a registered method without a reader here
 (``GLANCE_READERS``) shows the headline metrics its task logged (``headline_result``).
 """
@@ -72,7 +76,7 @@ def share(metric: str, k: int, n: int, headline: bool = False) -> Number:
     return Number(metric, found.value, ci=(found.low, found.high), k=k, n=n, headline=headline)
 
 
-def count(metric: str, value: int | float, text: str | None = None) -> Number:
+def count_number(metric: str, value: int | float, text: str | None = None) -> Number:
     """A count shown as words (no interval): ``text`` or the count itself."""
     return Number(metric, float(value), text=text if text is not None else f"{int(value)}")
 
@@ -218,7 +222,7 @@ def baseline_result(log: Any, path: Path) -> MethodResult | None:
     if run.lenient is not None:
         numbers.append(Number("lenient_accuracy", run.lenient, se=run.lenient_stderr, n=run.n))
     if run.lenient_needed is not None:
-        numbers.append(count("lenient_needed", run.lenient_needed, f"{run.lenient_needed} of {run.n}"))
+        numbers.append(count_number("lenient_needed", run.lenient_needed, f"{run.lenient_needed} of {run.n}"))
     metadata = log.eval.metadata or {}
     benchmark = str(metadata.get("benchmark") or "medqa")
     data = f", {metadata['data']} data" if metadata.get("data") else ""
@@ -248,10 +252,10 @@ def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
                share("medfuzz_post_attack_acc", *found["post_attack_accuracy"], headline=True),
                share("medfuzz_post_attack_acc_upper", *found["post_attack_accuracy_upper"]),
                share("medfuzz_asr", *found["attack_success_rate"], headline=True),
-               count("medfuzz_significant", summary["significant"], significance)]
+               count_number("medfuzz_significant", summary["significant"], significance)]
     if tested:
-        numbers.append(count("medfuzz_significant_paper", summary["significant_paper"]))
-    numbers += [count("medfuzz_untested_attacks", untested),
+        numbers.append(count_number("medfuzz_significant_paper", summary["significant_paper"]))
+    numbers += [count_number("medfuzz_untested_attacks", untested),
                 share("medfuzz_unfaithful_rate", *found["unfaithful_rate"])]
     smallest = summary.get("smallest_p")
     unreachable = isinstance(smallest, float) and smallest == smallest and smallest > alpha
