@@ -14,7 +14,7 @@ import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -33,6 +33,19 @@ _NONE = {"", "none", "null"}
 class ConfigError(MedfuzzError, ValueError):
     """A method parameter with an unknown name, a value of the wrong type or a value out of range."""
 
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The known name closest to a misspelt one (difflib's default cutoff), for "did you mean" hints: the one
+    matcher every option check uses."""
+    close = difflib.get_close_matches(name, sorted(candidates), n=1)
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` or ""."""
+    close = closest(name, candidates)
+    return f" (did you mean {close!r}?)" if close else ""
 
 def as_bool(value: Any, name: str = "value") -> bool:
     """``True``/``False`` from a bool, a 0/1 number or the usual words (lm-eval metadata arrives as text)."""
@@ -78,6 +91,8 @@ def _convert(name: str, value: Any, annotation: Any) -> Any:
         except (TypeError, ValueError):
             raise ConfigError(f"{name}={value!r} is not a number") from None
     if annotation is str:
+        if isinstance(value, list | tuple):  # Inspect's CLI reads an unquoted ``-T name=a,b`` as ['a', 'b']
+            return ",".join(str(part) for part in value)
         return str(value)
     return value
 
@@ -98,9 +113,7 @@ def options_from(cls: type[T], raw: Mapping[str, Any], *, ignore_unknown: bool =
         if name not in fields:
             if ignore_unknown:
                 continue
-            close = difflib.get_close_matches(name, sorted(fields), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(fields))}"
-            raise ConfigError(f"unknown {label} parameter {name!r}{hint}")
+            raise unknown_name(label, name, fields)
         values[name] = _convert(name, value, hints[name])
     try:
         return cls(**values)
@@ -114,6 +127,24 @@ def check(condition: bool, message: str) -> None:
     """Raise ``ConfigError(message)`` unless ``condition`` (for the configs' range checks)."""
     if not condition:
         raise ConfigError(message)
+
+
+def one_of(name: str, value: Any, choices: Collection[str]) -> str:
+    """``value`` when it is one of ``choices``; else a ``ConfigError`` naming the parameter, the choices and the
+    closest one (``prompt_style='cott' is not one of basic, cot; did you mean 'cot'?``)."""
+    if value in choices:
+        return str(value)
+    close = closest(str(value), choices)
+    hint = f"; did you mean {close!r}?" if close else ""
+    raise ConfigError(f"{name}={value!r} is not one of {', '.join(choices)}{hint}")
+
+
+def unknown_name(label: str, name: str, known: Collection[str], more: Collection[str] = ()) -> ConfigError:
+    """The error for a parameter name nobody takes: the closest of ``known`` (else of ``more``, the names other
+    parts of the run take), else the known names."""
+    close = closest(name, known) or closest(name, more)
+    hint = f"; did you mean {close!r}?" if close else f"; known: {', '.join(sorted(known))}"
+    return ConfigError(f"unknown {label} parameter {name!r}{hint}")
 
 
 def parameter_table(cls: type, docs: Mapping[str, str] | None = None) -> str:
@@ -143,6 +174,11 @@ class MethodConfig:
     def from_options(cls: type[C], ignore_unknown: bool = False, **raw: Any) -> C:
         """The config from raw values (strings converted by annotation); see ``options_from``."""
         return options_from(cls, raw, ignore_unknown=ignore_unknown)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The parameter names (the dataclass's init fields), in order."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.init)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload]

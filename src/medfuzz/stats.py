@@ -13,6 +13,9 @@ and the scorers both use it; it imports nothing of medfuzz):
   a fixed order and the test stops at the h-th exceedance, with p = h / l after l controls, else
   (b + 1) / (M + 1) after all M. Valid for every h; ``stop_exceedances`` picks the h at which the fixed test
   could no longer reject, so every attack the fixed test rejects gets the same p-value sequentially;
+  ``ControlSchedule`` is its control loop (which controls to draw next, when to stop), shared by the engine,
+  the benches and the tests: batches that grow with the evidence by default, the same decision and p-value as
+  drawing one control at a time;
 - one decision rule everywhere, ``significant(p, alpha)``: p <= alpha; ``attainability`` says whether a
   family of m tests at M controls can reject anything under Holm (needs 1 / (M + 1) <= alpha / m) or BH;
 - multiple-comparison adjustment: Holm (``holm_step_down``, no forced gc), Benjamini-Hochberg (``multipletests``);
@@ -108,7 +111,7 @@ def permutation_p_value(p0: float, pa: float, controls: Sequence[float | None],
     exceedances = 0
     for c in usable:
         null.append(abs(c - p0))
-        exceedances += null[-1] >= statistic - TIE_TOLERANCE
+        exceedances += _exceeds(null[-1], statistic)
         if stop_at is not None and exceedances >= stop_at:
             p = exceedances / len(null)  # Besag & Clifford: h / l; the paper's b / M over all M: not observed
             return PermutationResult(p_value=p, p_value_paper=None, statistic=statistic, exceedances=exceedances,
@@ -123,6 +126,12 @@ def permutation_p_value(p0: float, pa: float, controls: Sequence[float | None],
         scored=len(usable),
         stop_at=stop_at,
     )
+
+
+def _exceeds(distance: float, statistic: float) -> bool:
+    """Whether a control's |p_c - p_0| counts against the attack's |p_a - p_0| (ties count, within
+    ``TIE_TOLERANCE``): the one definition of an exceedance."""
+    return distance >= statistic - TIE_TOLERANCE
 
 
 def stop_exceedances(alpha: float, controls: int) -> int:
@@ -151,6 +160,103 @@ def sequential_decision(exceedances: int, usable: int, remaining: int, stop_at: 
     if usable + remaining < min_controls and exceedances + remaining < stop_at:
         return "untested"
     return None
+
+
+def controls_needed(exceedances: int, usable: int, remaining: int, stop_at: int, min_controls: int) -> int:
+    """The fewest further controls after which ``sequential_decision`` can stop (0 when none remain): h - b
+    more exceedances (each control adds at most one), enough failed controls to leave the attack untested (a
+    failed control is the fastest way there), or the end of the stream. A test that draws one control at a
+    time draws at least these, so a batch of this size scores nothing that test would not."""
+    if remaining <= 0:
+        return 0
+    to_h = stop_at - exceedances
+    to_untested = max(usable + remaining - min_controls, exceedances + remaining - stop_at) + 1
+    return max(1, min(to_h, to_untested, remaining))
+
+
+CONTROL_GROWTH = 1.0  # adaptive batches: each later batch draws this share of the controls drawn so far
+
+
+def next_control_batch(attempted: int, exceedances: int, usable: int, limit: int, stop_at: int, min_controls: int,
+                       batch: int | None = None) -> int:
+    """How many controls the sequential test draws next, after ``attempted`` of ``limit`` (``usable`` of them
+    with a p-hat, ``exceedances`` of those at least as far from p0 as the attack).
+
+    ``batch`` N: N at a time (the last batch what is left). ``None`` (adaptive, the default): the larger of
+    what the decision certainly still needs (``controls_needed``: 1 while h = 1) and ``CONTROL_GROWTH`` x
+    the controls drawn so far, so the batches double (1, 1, 2, 4, 8, 14 at M = 30, h = 1). A null attack
+    stops at its first exceedance, early, where the batches are small; an attack that keeps beating its
+    controls is ever more likely to need all M, and reaches them in as many steps as batches of 5 do. The
+    batch size only decides how many controls are scored past the stop: the decision and the p-value are those
+    of drawing one control at a time on the same stream (``ControlSchedule``)."""
+    remaining = limit - attempted
+    if remaining <= 0:
+        return 0
+    if batch is not None:
+        return min(batch, remaining)
+    needed = controls_needed(exceedances, usable, remaining, stop_at, min_controls)
+    return min(remaining, max(needed, math.ceil(CONTROL_GROWTH * attempted - 1e-9)))
+
+
+@dataclass
+class ControlSchedule:
+    """The control loop of Algorithm 2, harness-free: ``next_batch()`` gives the indices of the controls to
+    draw next (empty when the test is done), ``record(p0, pa, p_hats)`` takes their p-hats in index order
+    (``None``: no usable control) and says whether the test stops.
+
+    ``sequential``: stop as ``sequential_decision`` says, checked after every control in draw order, so the
+    stop (``stopped``, ``decided_at``) is where a test drawing one control at a time would stop, whatever the
+    batch sizes (``next_control_batch``); the controls after ``decided_at`` in the last batch are scored and
+    ignored by the p-value (``permutation_p_value(..., stop_at=h)`` stops at the same control). Not
+    sequential (fixed M): one batch of all ``limit`` controls.
+    ``attempted``: controls drawn (paid); ``decided_at``: the controls the decision reads (the draw at
+    which it stopped, else every control drawn)."""
+
+    limit: int
+    stop_at: int
+    min_controls: int
+    batch: int | None = None
+    sequential: bool = True
+    attempted: int = 0
+    recorded: int = 0
+    usable: int = 0
+    exceedances: int = 0
+    stopped: str = ""  # h_exceedances | untested (before the last control); "" otherwise
+    decided_at: int | None = None
+    batches: int = 0
+
+    def next_batch(self) -> range:
+        if self.decided_at is not None or self.recorded < self.attempted:
+            return range(self.attempted, self.attempted)
+        size = (self.limit - self.attempted if not self.sequential else
+                next_control_batch(self.attempted, self.exceedances, self.usable, self.limit, self.stop_at,
+                                   self.min_controls, self.batch))
+        drawn = range(self.attempted, self.attempted + size)
+        self.attempted = drawn.stop
+        self.batches += bool(size)
+        return drawn
+
+    def record(self, p0: float, pa: float, p_hats: Sequence[float | None]) -> str | None:
+        """The p-hats of the last batch, in index order; the stop reason when the test stops here."""
+        if len(p_hats) != self.attempted - self.recorded:
+            raise ValueError(f"expected {self.attempted - self.recorded} p-hats, got {len(p_hats)}")
+        statistic = abs(pa - p0)
+        for c in p_hats:
+            self.recorded += 1
+            if self.decided_at is not None:
+                continue  # scored past the stop: the decision and the p-value do not read it
+            if c is not None:
+                self.usable += 1
+                self.exceedances += _exceeds(abs(c - p0), statistic)
+            if self.sequential:
+                decision = sequential_decision(self.exceedances, self.usable, self.limit - self.recorded,
+                                               self.stop_at, self.min_controls)
+                if decision is not None:
+                    self.decided_at = self.recorded
+                    self.stopped = decision if self.recorded < self.limit else ""
+        if self.recorded >= self.limit and self.decided_at is None:
+            self.decided_at = self.recorded
+        return self.stopped or None
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from medfuzz.cli import main
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
 
@@ -66,3 +68,25 @@ def test_report_rejects_a_missing_path(tmp_path):
     with pytest.raises(SystemExit, match=r"medfuzz report: .*absent: no such log file or folder"):  # one line
         main(["report", str(tmp_path / "absent"), "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()  # a refused command leaves no empty report folder behind
+
+
+def test_version_names_medfuzz_and_the_harnesses(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == (f"medfuzz {version('medfuzz')} (inspect-ai {version('inspect-ai')}, "
+                                               f"lm-eval {version('lm-eval')})")
+
+
+def test_methods_errors_name_each_method_with_a_suggestion(tmp_path):
+    from medfuzz.options import ConfigError
+    from medfuzz.tasks.suite import SuitePlan
+
+    with pytest.raises(ConfigError) as err:
+        SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("basline", "tces", "foo"))
+    assert str(err.value) == ("--methods: 'basline' is not a method (did you mean 'baseline'?); 'foo' is not a "
+                              "method (choose from baseline, tces, medguard, medfuzz)")
+    with pytest.raises(ConfigError, match=r"^--methods names no method; choose from baseline, tces"):
+        SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=())

@@ -63,6 +63,63 @@ def test_model_args_and_ignored_names_are_left_alone(monkeypatch: pytest.MonkeyP
     assert read_options({"pretrained": "x", "data": "demo"}, "clean", task="t") == {"data": "demo"}
 
 
+def _inside(function: str, module: str, call, **local_values):
+    """Run ``call`` inside a function named like lm-eval's (``module.function``) with these locals, as a hook
+    runs inside lm-eval's own call."""
+    namespace = {"__name__": module, "call": call}
+    exec(f"def {function}({', '.join(local_values)}):\n    return call()\n", namespace)
+    return namespace[function](**local_values)
+
+
+def test_a_name_in_both_model_args_and_metadata_on_the_command_line_is_an_option_too() -> None:
+    """lm-eval merges ``--model_args`` into the metadata; a name the user also gave in ``--metadata`` (the planted
+    model's documented command: ``--model_args data=demo --metadata '{"data": "demo"}'``) reaches the hook."""
+    import argparse
+
+    raw = {"data": "demo", "pretrained": "x"}
+
+    def read():
+        return _inside("simple_evaluate", "lm_eval.evaluator", lambda: read_options(raw, "clean", task="t"),
+                       model_args="data=demo,pretrained=x", metadata=None, limit=None, samples=None)
+
+    assert read() == {}  # only from --model_args: the model's
+    for given in ('{"data": "demo"}', {"data": "demo"}):
+        args = argparse.Namespace(metadata=given)
+        assert _inside("_execute", "lm_eval._cli.run", read, args=args) == {"data": "demo"}
+
+
+def test_simple_evaluate_metadata_reaches_the_hooks_with_a_task_manager_of_one_s_own() -> None:
+    """``simple_evaluate(task_manager=TaskManager(include_path=P), metadata={...})``: lm-eval passes that metadata
+    to no task; the hooks read it (the task manager's own metadata wins), and a misspelt name in it still stops."""
+    def read(raw):
+        return _inside("simple_evaluate", "lm_eval.evaluator", lambda: read_options(raw, "clean", task="t"),
+                       model_args="", metadata={"data": "demo", "limit": 3}, limit=None, samples=None)
+
+    assert read({"version": 3.0}) == {"data": "demo", "limit": 3}
+    assert read({"limit": 5}) == {"data": "demo", "limit": 5}
+    with pytest.raises(ConfigError, match="'limt'"):
+        _inside("simple_evaluate", "lm_eval.evaluator", lambda: read_options({}, "clean", task="t"),
+                model_args="", metadata={"limt": 3}, limit=None, samples=None)
+
+
+def test_simple_evaluate_with_a_task_manager_of_one_s_own_runs_the_user_s_data() -> None:
+    """The Python form of docs/usage.md, end to end (offline: ``data=hf`` would fail to reach the Hub)."""
+    import lm_eval.models  # noqa: F401 - lm-eval's own registry first
+    from lm_eval import simple_evaluate
+    from lm_eval.api.registry import get_model
+    from lm_eval.tasks import TaskManager
+
+    from medfuzz.adapters.lm_eval_registry import register_models
+    from medfuzz.tasks import LM_EVAL_TASKS_PATH
+
+    register_models()
+    lm = get_model("medfuzz-planted").create_from_arg_string("data=demo")
+    results = simple_evaluate(model=lm, tasks=["medqa_clean"], metadata={"data": "demo", "limit": 3},
+                              task_manager=TaskManager(include_path=str(LM_EVAL_TASKS_PATH)))
+    assert results["n-samples"]["medqa_clean"] == {"original": 3, "effective": 3}
+    assert results["configs"]["medqa_clean"]["metadata"].get("data") is None  # lm-eval's record: it passed none
+
+
 KEY = "sk-canary-options-0123456789"
 
 

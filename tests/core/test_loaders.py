@@ -245,3 +245,64 @@ def test_an_unreachable_hub_dataset_is_a_data_error_naming_the_dataset(monkeypat
     with pytest.raises(DataError, match=r"'GBaker/MedQA-USMLE-4-options': could not load split 'test' "
                                         r"\(ConnectionError: .*Offline\? Pass a local file path or 'demo'"):
         _hf_rows("GBaker/MedQA-USMLE-4-options", "test")
+
+
+def test_a_nul_byte_in_any_text_field_is_refused_naming_row_and_field(tmp_path):
+    for field, mutate in (("question", lambda r: {**r, "question": r["question"] + "\x00"}),
+                          ("options.B", lambda r: {**r, "options": {**r["options"], "B": "x\x00y"}})):
+        path = tmp_path / f"nul-{field}.jsonl"
+        path.write_text(json.dumps(GOOD) + "\n" + json.dumps(mutate(GOOD)) + "\n")
+        with pytest.raises(DataError, match="NUL byte") as err:
+            load_medqa(path)
+        assert (err.value.row, err.value.field) == (2, field)
+
+
+def test_an_item_longer_than_any_context_is_warned_about(tmp_path, caplog):
+    from medfuzz.benchmarks.loaders import LONGEST_ITEM_CHARS
+
+    path = tmp_path / "huge.jsonl"
+    huge = {**GOOD, "question": "Which is it? " + "x" * LONGEST_ITEM_CHARS}
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(huge) + "\n")
+    assert len(load_medqa(path)) == 2
+    [warning] = [r.getMessage() for r in caplog.records if "context" in r.getMessage()]
+    assert "row 2" in warning and "more than any model's context" in warning
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_a_limit_reads_only_the_rows_it_needs(tmp_path, suffix, monkeypatch):
+    """A run with ``--limit 3`` on a large file: rows after the third are never read (a broken row 5 is not
+    even seen), in every streamed format."""
+    rows = [{"question": f"Which one, {i}?", "A": "a", "B": "b", "C": "c", "D": "d", "answer": "A"}
+            for i in range(6)]
+    rows[4] = {**rows[4], "answer": "Z"}  # broken, past the limit
+    path = tmp_path / f"items{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif suffix == ".csv":
+        import csv
+
+        with path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=2)
+    columns = ColumnMap(options=("A", "B", "C", "D"))
+    from medfuzz.benchmarks.loaders import items_from_records, read_rows
+
+    items = items_from_records(read_rows(path), columns, str(path), "x", limit=3)
+    assert [i.question for i in items] == [f"Which one, {i}?" for i in range(3)]
+    with pytest.raises(DataError) as err:
+        items_from_records(read_rows(path), columns, str(path), "x")
+    assert err.value.row == 5
+
+
+def test_a_bad_byte_in_a_csv_names_its_line(tmp_path):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(b"question,A,B,answer\nWhich one?,a,b,A\nWh\xe9ch two?,a,b,B\n")
+    with pytest.raises(DataError, match="UTF-8") as err:
+        load_local(path, ColumnMap(options=("A", "B")))
+    assert err.value.row == 3  # the file's third line

@@ -106,7 +106,7 @@ def test_both_harnesses_check_the_new_methods_options(probe: Method, tmp_path: P
 
     with pytest.raises(ConfigError, match=r"did you mean 'probe_window'"):
         SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("probe",), options={"probe_windw": 1}).check_options()
-    with pytest.raises(ConfigError, match=r"--methods: \['probes'\] is not among"):
+    with pytest.raises(ConfigError, match=r"--methods: 'probes' is not a method \(did you mean 'probe'\?\)"):
         SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("probes",))
     assert read_options({"probe_window": 9, "data": "demo"}, "probe", task="probe_medqa") == {"window": 9,
                                                                                              "data": "demo"}

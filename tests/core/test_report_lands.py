@@ -334,3 +334,32 @@ def test_lm_eval_medguard_runs_of_different_metadata_are_separate_and_args_read_
     card = lm_eval_card(tmp_path / "a" / "results_2026-01-01T00-00-00.json")
     # a dict as words, a path as its name
     assert card.facts["model"] == "/models/tiny (lm-eval --model hf --model_args pretrained=tiny, dtype=float32)"
+
+
+def test_a_log_with_an_oversized_member_is_left_out_named_without_reading_it(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runaway model output makes a tiny ``.eval`` hold a huge member, which Inspect would decompress whole:
+    the zip directory's sizes are checked first, and the log is left out with the member named (the cap is an
+    environment variable)."""
+    import zipfile
+
+    from medfuzz.report import usable_logs
+    from medfuzz.report.log_reader import MEMBER_CAP_VARIABLE, OversizedLog, check_member_sizes, read_log
+    from medfuzz.report.problems import Problems
+
+    path = tmp_path / "huge.eval"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", "{}")
+        archive.writestr("samples/q1_epoch_1.json", b'{"output": "' + b"x" * 3_000_000 + b'"}')
+    assert path.stat().st_size < 50_000
+    monkeypatch.setenv(MEMBER_CAP_VARIABLE, "2")
+    with pytest.raises(OversizedLog, match=r"samples/q1_epoch_1.json is 3 MB decompressed, above the 2 MB"):
+        check_member_sizes(path)
+    with pytest.raises(OversizedLog):
+        read_log(path)
+    problems = Problems()
+    assert usable_logs([path], tmp_path, problems) == []
+    [problem] = problems
+    assert "samples/q1_epoch_1.json is 3 MB decompressed" in problem.line() and MEMBER_CAP_VARIABLE in problem.line()
+    monkeypatch.setenv(MEMBER_CAP_VARIABLE, "4")
+    check_member_sizes(path)  # under a raised cap: read as usual (here: not a log, Inspect's own error)

@@ -318,3 +318,29 @@ def test_a_finished_lm_eval_half_is_reused_only_for_the_same_command(tmp_path: P
         marker.write_text(broken)
         assert finished_lm_eval_run(marker, record, out) is None
     assert finished_lm_eval_run(tmp_path / "absent.jsonl", record, out) is None
+
+
+def test_the_printed_lm_eval_command_is_the_command_that_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The ``$ medfuzz-lm-eval ...`` line is shell-quoted: pasted into a shell it is the argument list the suite
+    ran (its --metadata JSON holds spaces and quotes)."""
+    import shlex
+    import subprocess
+
+    from medfuzz.tasks.suite import LmEvalPlan, run_lm_eval
+
+    ran: list[list[str]] = []
+
+    def popen(command: list[str], **kwargs: object) -> None:
+        ran.append(command)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    plan = SuitePlan(model="openai-api/vllm/m", out=tmp_path / "out", level="demo", methods=("baseline", "tces"))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(RuntimeError, match="stop here"):
+        run_lm_eval(plan, LmEvalPlan.parse("hf:pretrained=my model", 1), None, tmp_path / "out" / "lm-eval.out",
+                    model_label="my model's name")
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("$ ")]
+    assert shlex.split(line[2:]) == ran[0]
+    assert any(" " in part for part in ran[0])  # something needed quoting

@@ -5,6 +5,7 @@ concurrency. Deterministic: the sequences carry their own clock."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -101,7 +102,8 @@ def test_the_terminal_bar_shows_this_eta_where_tqdm_would_show_its_own(monkeypat
     import io
     import sys
 
-    from medfuzz.tasks.suite import Bound, eta_text
+    from medfuzz.tasks.heartbeat import eta_text
+    from medfuzz.tasks.suite import Bound
     from medfuzz.tasks.suite_progress import SuiteProgress
 
     class Terminal(io.StringIO):
@@ -121,3 +123,93 @@ def test_the_terminal_bar_shows_this_eta_where_tqdm_would_show_its_own(monkeypat
         assert progress.eta_seconds() == pytest.approx(30.0)
         assert f"<{eta_text(30.0)}]" in progress._bar.bar_format
     assert "calls [" in terminal.getvalue()
+
+
+def test_a_heartbeat_prints_while_a_silent_step_runs_and_stops_with_it(capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    from medfuzz.tasks.heartbeat import Heartbeat
+
+    with Heartbeat(lambda: "medfuzz run: working", interval=0.02):
+        time.sleep(0.3)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 3 and set(lines) == {"medfuzz run: working"}
+    time.sleep(0.1)
+    assert capsys.readouterr().err == ""  # stopped with the step
+
+    def broken() -> str:
+        raise OSError("gone")
+
+    with Heartbeat(broken, interval=0.02):
+        time.sleep(0.1)
+    assert "status unavailable: OSError" in capsys.readouterr().err
+
+
+def test_without_a_terminal_the_inspect_half_prints_a_line_even_when_no_call_ends(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    with SuiteProgress(Bound({"a": {"target": 100}}, {"a": 10}), line_interval=0.02):
+        time.sleep(0.2)  # an endpoint taking its time: no event at all
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("medfuzz run: 0 calls")]
+    assert len(lines) >= 3
+
+
+def test_the_lm_eval_half_line_reads_lm_eval_s_own_progress(tmp_path: Path) -> None:
+    import time
+
+    from medfuzz.tasks.heartbeat import lm_eval_status
+
+    out = tmp_path / "lm-eval.out"
+    assert lm_eval_status(out, time.monotonic()).startswith("medfuzz run: lm-eval half: loading the model")
+    out.write_text("INFO building\nRunning loglikelihood requests:   0%|          | 0/1200 [00:00<?, ?it/s]"
+                   "\rRunning loglikelihood requests:  45%|####5     | 540/1200 [01:30<01:50,  6.0it/s]")
+    line = lm_eval_status(out, time.monotonic() - 125)
+    assert line == ("medfuzz run: lm-eval half: Running loglikelihood requests 540/1,200 (45 %), ETA 01:50 "
+                    "(lm-eval's, this phase) · elapsed 0:02:05")
+    out.write_text(out.read_text() + "\rRunning loglikelihood requests: 100%|##########| 1200/1200 [03:10<00:00]\n")
+    assert "1,200/1,200 (100 %), done" in lm_eval_status(out, time.monotonic())
+
+
+@pytest.mark.parametrize("name", [*suite_events.SUITES, *suite_events.PAPER])
+def test_a_known_eta_is_within_twice_the_time_left_and_an_unknown_one_says_so(name: str) -> None:
+    """From a quarter of the calls on, an ETA the line calls known is within 2x of the real time left; at the
+    paper level (most of MedFuzz's calls in significance tests that end last) it is not known at a quarter of the
+    calls, and the floor it prints is below twice the time left."""
+    runs, max_tasks, max_samples = {**suite_events.SUITES, **suite_events.PAPER}[name]
+    for seed in range(3):
+        sequence = suite_events.record(runs, max_tasks, max_samples, max_connections=64, seed=seed)
+        marks = list(suite_events.replay_known(sequence, progress_for(sequence), at=(0.25, 0.4, 0.5, 0.6, 0.75)))
+        for share, eta, truth, known in marks:
+            if known:
+                assert truth / 2 <= eta <= 2 * truth, (name, seed, share, eta, truth)
+            else:
+                assert eta <= 2 * truth, (name, seed, share, eta, truth)
+        if name in suite_events.PAPER:
+            assert not marks[0][3], (name, seed, marks[0])
+
+
+def test_the_line_says_when_the_eta_is_not_yet_known() -> None:
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    now = [0.0]
+    progress = SuiteProgress(Bound({"m": {"target": 1000}}, {"m": 3}), show=False, clock=lambda: now[0])
+    progress.task_started("e", "m", 3)
+    for sample in ("a", "b", "c"):
+        progress.sample_started("e", sample)
+    for _ in range(30):
+        now[0] += 1
+        progress.model_call("e", 1)
+    progress.sample_finished("e", "a")  # a cheap one, after 30 s
+    assert progress.eta_known()
+    now[0] += 31  # b and c now running longer than any finished sample
+    progress.model_call("e", 1)
+    assert not progress.eta_known()
+    assert "ETA not yet known, at least " in progress.status_text()
+    assert "2 attack sample(s) have run longer than any finished one" in progress.status_text()
+    progress.sample_finished("e", "b")
+    assert progress.eta_known()

@@ -34,6 +34,62 @@ def test_a_secret_in_the_lm_eval_arguments_is_an_error_before_anything_runs(tmp_
     assert not (tmp_path / "out").exists()
 
 
+def test_several_models_with_lm_eval_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    """``--lm-eval`` names one lm-eval model: with two ``--model`` values the run used to drop it half-way and
+    exit 0; now it stops before any call (the dry run too), saying what to do."""
+    plan = SuitePlan(model="openai-api/vllm/a,openai-api/vllm/b", out=tmp_path / "out", level="quick",
+                     methods=("baseline",), limit=2)
+    for dry_run in (False, True):
+        done = run_suite_plan(plan, RunOptions(lm_eval="hf:pretrained=x", dry_run=dry_run), never, never)
+        assert done.code == 1 and done.error is not None
+        assert done.error.startswith("--lm-eval names one lm-eval model, and --model names 2: run medfuzz run "
+                                     "once per model")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_preflight_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder the run created (and its lock) are gone when the first check fails; a folder that was there is
+    kept, without the lock."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("VLLM_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("VLLM_API_KEY", "k")
+    done = run_suite_plan(small(tmp_path / "out"), RunOptions(), never, never)
+    assert done.code == 1 and "cannot reach" in (done.error or "")
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "kept").mkdir()
+    done = run_suite_plan(small(tmp_path / "kept"), RunOptions(), never, never)
+    assert done.code == 1 and (tmp_path / "kept").is_dir() and not list((tmp_path / "kept").iterdir())
+
+
+def test_an_unwritable_or_full_out_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from medfuzz.tasks import suite
+
+    out = Path("/sys/medfuzz-test-out")  # not writable, even by root (EPERM)
+    done = run_suite_plan(small(out), RunOptions(preflight=False), never, never)
+    assert done.code == 1 and done.error is not None
+    assert done.error.startswith(f"--out {out}: cannot write there: Operation not permitted. Choose a folder")
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "run.json"))
+
+    monkeypatch.setattr(suite, "build_tasks", full)
+    done = run_suite_plan(small(tmp_path / "out"), RunOptions(preflight=False), never, never)
+    assert done.code == 1 and done.error is not None and "\n" not in done.error
+    assert done.error.startswith(f"--out {tmp_path / 'out'}: cannot write there: No space left on device ("
+                                 f"{tmp_path / 'out' / 'run.json'})")
+    # a permission error on something else (the data file, say) is not called an --out problem
+    monkeypatch.setattr(suite, "build_tasks", lambda *a, **k: (_ for _ in ()).throw(
+        PermissionError(errno.EACCES, "Permission denied", "/data/questions.jsonl")))
+    with pytest.raises(PermissionError):
+        run_suite_plan(small(tmp_path / "out2"), RunOptions(preflight=False), never, never)
+
+
 def test_a_dry_run_prints_the_bound_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     done = run_suite_plan(small(tmp_path / "out"), RunOptions(dry_run=True), never, never)
     printed = capsys.readouterr().out

@@ -179,6 +179,56 @@ def test_a_misspelt_task_option_is_one_line_from_the_inspect_cli(task, options, 
     assert flat.startswith("medfuzz: unknown ") and f"'{name}'; did you mean" in flat, output
 
 
+@pytest.mark.parametrize(("task", "option", "line"), [
+    ("medfuzz/medqa_clean", "promt_style=cot",
+     "medfuzz: unknown medfuzz/medqa_clean parameter 'promt_style'; did you mean 'prompt_style'?"),
+    ("medfuzz/medmcqa_clean", "prompt_style=cott", "medfuzz: prompt_style='cott' is not one of basic, cot; did you "
+                                                    "mean 'cot'?"),
+    ("medfuzz/medqa_clean", "seed=abc", "medfuzz: seed='abc' is not an integer"),
+])
+def test_a_clean_baselines_wrong_option_is_one_line_from_the_inspect_cli(task, option, line, tmp_path):
+    import subprocess
+
+    result = subprocess.run([cli("inspect"), "eval", task, "-T", "data=demo", "-T", option, "--model",
+                             "mockllm/model", "--log-dir", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                            check=False)
+    output = (result.stdout + result.stderr).strip()
+    assert result.returncode != 0 and "Traceback" not in output, output
+    assert " ".join(output.split()) == line, output  # Inspect wraps the line at the terminal width
+
+
+def test_an_eval_set_shares_one_data_option_and_inspect_score_reproduces_it(tmp_path):
+    """The issue's commands, as users type them, against the planted server: one ``-T data=demo`` for a baseline
+    and MedGuard in one eval set (MedGuard ignores ``data`` with a warning, the baseline ignores MedGuard's names),
+    then ``inspect score`` on each log, non-interactively, with the same metrics."""
+    from inspect_ai.log import read_eval_log
+
+    from medfuzz.planted.server import launch
+
+    server = launch()
+    try:
+        env = {**server.inspect_env(), "COLUMNS": "400"}  # wide: Inspect's log lines unwrapped
+        output = run_cli([cli("inspect"), "eval-set", "medfuzz/medqa_clean", "medfuzz/medguard", "--model",
+                          server.inspect_model(), "-T", "data=demo", "-T", "aspects=defense,sycophancy", "-T",
+                          "limit_per_aspect=2", "--limit", "3", "--log-dir", str(tmp_path / "set"), "--display",
+                          "plain"], env=env)
+        flat = " ".join(output.split())
+        assert "medfuzz/medguard: -T data ignored" in flat, output[-3000:]
+        assert "medfuzz/medqa_clean: -T aspects, limit_per_aspect ignored" in flat, output[-3000:]
+        logs = sorted((tmp_path / "set").glob("*.eval"))
+        assert len(logs) == 2
+        for path in logs:
+            before = read_eval_log(str(path))
+            assert before.status == "success" and before.results is not None
+            run_cli([cli("inspect"), "score", str(path), "--action", "overwrite", "--overwrite", "--display",
+                     "none"], env=env)
+            after = read_eval_log(str(path))
+            assert {(s.name, k): m.value for s in after.results.scores for k, m in s.metrics.items()} == \
+                {(s.name, k): m.value for s in before.results.scores for k, m in s.metrics.items()}, path.name
+    finally:
+        server.stop()
+
+
 def _planted_metadata(server, tmp_path: Path) -> dict:
     vocabulary = Path(__file__).parents[1] / "fixtures" / "tces" / "drugs_drugcentral.csv"
     return {"data": "demo", "tces_vocabulary": str(vocabulary), "tces_sampler": "pdws", "tces_n": -20,

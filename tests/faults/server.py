@@ -11,7 +11,8 @@ MedFuzz attacker that appends a harmless sentence). On top of that a seeded ``Sc
 - content: ``empty`` (200, empty content), ``refusal`` (200, ``refusal`` set and no content), ``bad_letter``
   (an answer letter outside the item's options), ``huge`` (the right answer followed by megabytes of text);
 - configuration: ``auth`` (401) and ``not_found`` (404, unknown model), on every call; ``auth_echo`` (401 whose
-  body echoes the key it received, as some providers do: the canary test checks that no key reaches a file).
+  body echoes the key it received, as some providers do: the canary test checks that no key reaches a file);
+  ``reply_echo`` (200 whose content quotes the key instead of an answer: medfuzz quotes unparseable replies).
 
 Which requests get the fault: ``poison`` (substrings; a request whose messages contain one is faulty on every
 attempt — an *unrecoverable* fault for that item) and ``rate`` (a seeded share of dialogs, identified by their
@@ -48,7 +49,7 @@ from medfuzz.solvers.medfuzz import prompts as medfuzz_prompts
 TRANSPORT_FAULTS = ("rate_limit", "server_error", "unavailable", "hang", "drop", "truncated_json")
 CONTENT_FAULTS = ("empty", "refusal", "bad_letter", "huge")
 CONFIG_FAULTS = ("auth", "not_found")
-ECHO_FAULTS = ("auth_echo",)  # a mode of its own: the fault matrix (CONFIG_FAULTS) is unchanged
+ECHO_FAULTS = ("auth_echo", "reply_echo")  # modes of their own: the fault matrix (CONFIG_FAULTS) is unchanged
 FAULT_KINDS = TRANSPORT_FAULTS + CONTENT_FAULTS + CONFIG_FAULTS + ECHO_FAULTS
 
 MODEL = "fault-model"
@@ -325,6 +326,9 @@ class FaultServer:
         elif kind == "auth_echo":
             key = handler.headers.get("Authorization", "").removeprefix("Bearer ")
             handler._json(401, error_body(f"Incorrect API key provided: {key}", "invalid_api_key"))
+        elif kind == "reply_echo":  # a 200 reply quoting the key instead of answering (a proxy's debug echo)
+            echoed = handler.headers.get("Authorization", "").removeprefix("Bearer ")
+            self._complete(handler, body, key, f"Debug: request authorised with {echoed}; no answer follows.")
         elif kind == "not_found":
             handler._json(404, error_body(f"The model {body.get('model')!r} does not exist", "model_not_found"))
         elif kind == "empty":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import os
 import subprocess
 import uuid
@@ -150,3 +151,47 @@ def test_a_key_echoed_by_a_401_or_passed_as_a_model_argument_reaches_no_file(tmp
     trace = inspect_trace_log()
     assert b"Error code: 401" in trace  # Inspect traced the provider's errors, redacted
     assert files_containing(tmp_path, canary) == [] and canary.encode() not in trace
+
+
+def test_a_key_echoed_inside_a_200_reply_reaches_nothing_medfuzz_writes(tmp_path: Path) -> None:
+    """The endpoint answers 200 with the key in the reply text: every method quotes such an unparseable reply in
+    its own messages (scores' explanations and metadata, LLM-error reasons, the call cache, the report). Inspect's
+    own record of the model's output (its transcript) is Inspect's and keeps what the model said."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+
+    from medfuzz.report import render_all
+    from medfuzz.tasks.inspect.baselines import medqa_clean
+    from medfuzz.tasks.inspect.medfuzz import medfuzz_medqa
+    from medfuzz.tasks.inspect.medguard import medguard
+    from medfuzz.tasks.lm_eval.medfuzz import attack_with_cache
+
+    canary = f"sk-canary-{uuid.uuid4().hex}"
+    run = tmp_path / "run"
+    with FaultServer(Schedule(kind="reply_echo")) as server:
+        env = {**server.env(api_key=canary), "OPENAI_API_KEY": canary, "MEDFUZZ_CALL_CACHE": "1W",
+               "MEDFUZZ_CACHE": str(run / "cache"), "INSPECT_CACHE_DIR": str(run / "cache" / "inspect")}
+        with environment(env):
+            tiny = {"data": "demo", "limit": 1, "turns": 1, "replicates": 1, "exemplars": 0, "controls": 0,
+                    "max_tokens_scale": 0.25}
+            model = get_model(server.inspect_model, base_url=server.base_url, memoize=False)
+            logs = inspect_eval([medqa_clean(data="demo", limit=2),
+                                 medguard(aspects="defense", limit_per_aspect=2, strategy="basic"),
+                                 medfuzz_medqa(**tiny), build_task("tces_medqa")], model=model,
+                                model_roles={"attacker": model}, log_dir=str(run / "logs"), display="none")
+            attacked = attack_with_cache("medqa", target_base_url=server.base_url, target_model="fault-model",
+                                         data="demo", attack_limit=1, turns=1, replicates=1, exemplars=0,
+                                         controls=0, max_tokens_scale=0.25, cache_dir=str(run / "cache" / "attacks"))
+            render_all([run / "logs"], run / "report")
+    assert attacked and len(logs) == 4
+    quoted = []  # what medfuzz wrote into the logs: every score (value, explanation, metadata), sample metadata
+    for log in logs:
+        for sample in log.samples or []:
+            text = json.dumps([{k: s.model_dump() for k, s in (sample.scores or {}).items()}, sample.metadata,
+                               sample.error.message if sample.error else None], default=str)
+            quoted.append(text)
+    assert any("[redacted]" in text for text in quoted)  # the echo was quoted, redacted
+    assert not [text for text in quoted if canary in text]
+    assert files_containing(run / "report", canary) == [] and list((run / "report").iterdir())
+    assert files_containing(run / "cache" / "calls", canary) == []
+    assert files_containing(run / "cache" / "attacks", canary) == []

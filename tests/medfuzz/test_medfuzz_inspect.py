@@ -69,8 +69,10 @@ def medqa_file(tmp_path: Path) -> Path:
 def test_medfuzz_task_end_to_end_with_scripted_roles(medqa_file, tmp_path):
     ACTORS["target"] = Target(weak_spots=("clue2",), probabilities=probability_table)
     ACTORS["attacker"] = Attacker()
+    # one batch of all 3 controls: the scripted attacker names its controls by call count, so which replicate
+    # gets the exceeding one (knitting2) depends on how the two replicates' control calls interleave
     task = medfuzz_medqa(data=str(medqa_file), turns=3, replicates=2, exemplars=1, exemplar_data=str(medqa_file),
-                         controls=3, option_orders=2, pvalue_prompt="direct")
+                         controls=3, option_orders=2, pvalue_prompt="direct", control_batch=3)
     [log] = inspect_eval(task, model="medfuzz-actors/target", model_roles={"attacker": "medfuzz-actors/attacker"},
                          log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "success", log.error

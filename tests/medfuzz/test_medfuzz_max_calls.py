@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from medfuzz.solvers.medfuzz.engine import MedFuzzConfig, MedFuzzEngine
-from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, item_text, models, probability_table
+from tests.medfuzz.medfuzz_actors import ITEM, Attacker, Target, item_text, models
 
 
 def test_max_calls_by_hand() -> None:
@@ -30,10 +30,16 @@ def test_max_calls_by_hand() -> None:
 async def test_worst_case_run_makes_exactly_the_bound(prompt: str) -> None:
     config = MedFuzzConfig(turns=3, replicates=2, controls=3, option_orders=2, exemplars=0, max_retries=0,
                            control_tries=1, pvalue_prompt=prompt)
-    target = Target(weak_spots=("clue3",), probabilities=probability_table)  # flips only at the last turn
-    t, a = models(target, Attacker())
+    def probabilities(stem: str) -> dict[str, float]:  # the attack moves p-hat from 0.9 to 0.2, controls do not
+        p = 0.2 if "clue3" in stem else 0.9
+        return {"Ceftriaxone": p, "Gentamicin": 1 - p}
+
+    target = Target(weak_spots=("clue3",), probabilities=probabilities)  # flips only at the last turn
+    # no control moves p-hat as far as the attack (no exceedance), so the sequential test draws all M
+    t, a = models(target, Attacker(controls=lambda n: item_text(ITEM.question + f" The patient enjoys knit{n}.")))
     result = await MedFuzzEngine(t, a, config).run_item(ITEM)
     assert [r.success_turn for r in result.replicates] == [3, 3]
+    assert [r.significance.controls_attempted for r in result.replicates] == [3, 3]
     used: dict[str, int] = {}
     for replicate in result.replicates:
         for role, usage in replicate.usage.items():

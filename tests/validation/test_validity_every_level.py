@@ -1,5 +1,5 @@
 """Validity at every level: the exact null distribution of the p-values medfuzz's own code computes
-(``stats.permutation_p_value``, with ``stats.sequential_decision`` stopping the draws as the engine does),
+(``stats.permutation_p_value``, on the controls drawn by the engine's own loop, ``stats.ControlSchedule``),
 P(p <= u) <= u at every attainable u, for several M and h. Holm and BH compare each p-value with a different
 level (alpha / m, ..., alpha k / m), so validity at alpha alone is not enough.
 
@@ -25,24 +25,19 @@ from medfuzz import stats
 
 P0, PA = 0.5, 0.3  # d_a = 0.2
 FAR, NEAR = 0.8, 0.45  # a control 0.3 from p0 (an exceedance) or 0.05 (not)
-BATCH = 5  # the default control_batch
+BATCH = None  # the default control_batch: batches that grow with the evidence
 
 
 def engine_p(pattern: tuple[bool, ...], stop_at: int | None, min_controls: int) -> float | None:
-    """The p-value the engine's loop records for one exceedance pattern: sequential draws in batches, stopped
-    by ``sequential_decision``, then ``permutation_p_value`` on the drawn controls (fixed: all M at once)."""
+    """The p-value the engine's loop records for one exceedance pattern: the controls ``ControlSchedule``
+    draws (sequential: in the default batches, stopped by ``sequential_decision``; fixed: all M at once), then
+    ``permutation_p_value`` on them."""
     controls = [FAR if exceeds else NEAR for exceeds in pattern]
     m = len(controls)
-    if stop_at is None:
-        result = stats.permutation_p_value(P0, PA, controls)
-        return None if result is None else result.p_value
-    drawn = 0
-    while drawn < m:
-        drawn = min(m, drawn + BATCH)
-        exceedances = sum(pattern[:drawn])
-        if stats.sequential_decision(exceedances, drawn, m - drawn, stop_at, min_controls) is not None:
-            break
-    result = stats.permutation_p_value(P0, PA, controls[:drawn], stop_at=stop_at)
+    schedule = stats.ControlSchedule(m, stop_at or 1, min_controls, batch=BATCH, sequential=stop_at is not None)
+    while drawn := schedule.next_batch():
+        schedule.record(P0, PA, controls[drawn.start:drawn.stop])
+    result = stats.permutation_p_value(P0, PA, controls[:schedule.attempted], stop_at=stop_at)
     return None if result is None else result.p_value
 
 

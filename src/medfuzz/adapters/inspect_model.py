@@ -142,12 +142,13 @@ class InspectChatModel:
             input_tokens=output.usage.input_tokens if output.usage else 0,
             output_tokens=output.usage.output_tokens if output.usage else 0,
         )
+        key = (getattr(self._model.api, "api_key", None),)
         if output.error:
-            return Generation(text="", error=str(output.error)[:500], usage=usage, model=self.name)
+            return Generation(text="", error=cap_reply(str(output.error), key)[:500], usage=usage, model=self.name)
         if not output.choices:
             return Generation(text="", error="empty response (no choices)", usage=usage, model=self.name)
         choice = output.choices[0]
-        text = cap_reply(output.completion)
+        text = cap_reply(output.completion, key)
         if choice.stop_reason == "content_filter" and not text.strip():
             return Generation(text="", error="refusal: content filter", usage=usage, model=self.name)
         if not text.strip() and choice.stop_reason not in ("stop", "max_tokens", "model_length"):

@@ -8,11 +8,10 @@ silently replaced.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -105,16 +104,28 @@ def _repeated_key_error(path: Path, text: str, key: str, line: int | None = None
                                       "would be lost; make the keys unique")
 
 
-def _json_lines(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _lines(path: Path) -> Iterator[str]:
+    """The file's lines, read one at a time (a run with ``--limit`` reads only the rows it needs), each decoded as
+    strict UTF-8 with the line named on a bad byte."""
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                yield raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(path, line_number, None, f"is not valid UTF-8 (byte {raw[err.start]:#04x}); "
+                                                         "re-save the file as UTF-8") from None
+
+
+def _json_lines(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     row = 0
-    for line_number, line in enumerate(text.splitlines(), start=1):
+    for line_number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         row += 1
         try:
             record = json.loads(line, object_pairs_hook=_unique_keys)
         except _RepeatedKey as err:
-            raise _repeated_key_error(path, text, err.key, line_number) from None
+            raise _repeated_key_error(path, line, err.key, line_number) from None
         except json.JSONDecodeError as err:
             raise DataError(path, line_number, None, f"is not valid JSON ({err.msg})") from None
         if not isinstance(record, dict):
@@ -135,18 +146,19 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        for number, record in enumerate(pq.read_table(path).to_pylist(), start=1):
-            yield number, record
+        number = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=256):  # row groups as they are needed
+            for record in batch.to_pylist():
+                number += 1
+                yield number, record
         return
-    text = _decode(path)
     if suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        for number, record in enumerate(reader, start=1):
-            yield number, dict(record)
+        yield from _csv_rows(path)
         return
     if suffix == ".jsonl":
-        yield from _json_lines(path, text)
+        yield from _json_lines(path, _lines(path))
         return
+    text = _decode(path)
     if suffix == ".json":
         try:
             data = json.loads(text, object_pairs_hook=_unique_keys)
@@ -154,7 +166,7 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise _repeated_key_error(path, text, err.key) from None
         except json.JSONDecodeError as err:
             if err.msg == "Extra data":  # JSON Lines under a .json name
-                yield from _json_lines(path, text)
+                yield from _json_lines(path, text.splitlines())
                 return
             raise DataError(path, err.lineno, None, f"is not valid JSON ({err.msg})") from None
         if isinstance(data, dict):
@@ -170,7 +182,16 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     raise DataError(path, None, None, f"unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
 
 
+def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    # line by line (``_lines``: a bad byte is named with its line; only the rows a limit needs are read)
+    for number, record in enumerate(csv.DictReader(_lines(path)), start=1):
+        yield number, dict(record)
+
+
 # ------------------------------------------------------------------------------------------ validation
+
+# ~1M tokens, the longest context any model offers: an item above it cannot be asked at all (a pasted file?)
+LONGEST_ITEM_CHARS = 4_000_000
 
 
 def _text_field(source: str, row: int, record: dict[str, Any], column: str) -> str:
@@ -179,9 +200,16 @@ def _text_field(source: str, row: int, record: dict[str, Any], column: str) -> s
     value = record[column]
     if not isinstance(value, str):
         raise DataError(source, row, column, f"must be text, got {type(value).__name__}")
+    _check_text(source, row, column, value)
+    return value
+
+
+def _check_text(source: str, row: int, column: str, value: str) -> None:
+    if "\x00" in value:
+        raise DataError(source, row, column, "holds a NUL byte (\\x00), which no model reads as text: is this a "
+                                             "binary file or a bad export? Remove it")
     if not clean_text(value):
         raise DataError(source, row, column, "is empty")
-    return value
 
 
 def _options(source: str, row: int, record: dict[str, Any], spec: str | tuple[str, ...]) -> dict[str, str]:
@@ -211,6 +239,7 @@ def _options(source: str, row: int, record: dict[str, Any], spec: str | tuple[st
     for letter, text in pairs:
         if not isinstance(text, str) or not clean_text(text):
             raise DataError(source, row, f"{spec}.{letter}", "is missing or empty")
+        _check_text(source, row, f"{spec}.{letter}", text)
         options[letter] = text
     return options
 
@@ -252,16 +281,20 @@ def items_from_records(
     id_prefix: str,
     extra_check: Any = None,
     duplicates: Duplicates = "error",
+    limit: int | None = None,
 ) -> list[MCQItem]:
     """Validate records and build items. ``extra_check(row, record, item)`` may raise a ``DataError``.
 
     A repeated id, or a row repeating an earlier row's question, options and answer, is a ``DataError`` naming
     both rows (a duplicate would be evaluated twice and weigh double); ``duplicates="warn"`` logs repeated
-    rows instead (for published data sets known to repeat questions) and keeps them."""
+    rows instead (for published data sets known to repeat questions) and keeps them. ``limit``: stop after that
+    many items, reading no further row (a run with ``--limit`` on a large file reads only what it uses)."""
     items: list[MCQItem] = []
     seen: dict[str, int] = {}
     contents: dict[tuple[str, tuple[str, ...], str], int] = {}
     for row, record in records:
+        if limit is not None and len(items) >= limit:
+            break
         question = _text_field(source, row, record, columns.question)
         options = _options(source, row, record, columns.options)
         answer = _answer(source, row, record, columns, options)
@@ -273,6 +306,10 @@ def items_from_records(
         metadata = {"source": Path(source).name if Path(source).is_absolute() else source, "row": row}
         metadata.update({key: record.get(key) for key in columns.metadata if key in record})
         item = MCQItem(id=item_id, question=question, options=options, answer=answer, metadata=metadata)
+        if (size := len(question) + sum(map(len, options.values()))) > LONGEST_ITEM_CHARS:
+            log.warning("%s, row %d: the question and options hold %s characters, more than any model's context "
+                        "(about %s characters, 1M tokens); every call on it will fail", source, row, f"{size:,}",
+                        f"{LONGEST_ITEM_CHARS:,}")
         if extra_check is not None:
             extra_check(row, record, item)
         content = (clean_text(question), tuple(clean_text(t) for t in options.values()), answer)
@@ -318,7 +355,7 @@ def _check_medqa_answer_text(source: str):
     return check
 
 
-def load_medqa(data: str | Path = "hf", split: str = "test") -> list[MCQItem]:
+def load_medqa(data: str | Path = "hf", split: str = "test", limit: int | None = None) -> list[MCQItem]:
     """MedQA-USMLE 4-option: ``"hf"`` (Hugging Face copy), ``"demo"`` (bundled 50 dev items) or a path
     to the original release jsonl (or any file in its layout)."""
     if str(data) == "hf":
@@ -330,10 +367,11 @@ def load_medqa(data: str | Path = "hf", split: str = "test") -> list[MCQItem]:
         source, records = str(path), read_rows(path)
         prefix = "medqa-dev" if str(data) == "demo" else f"medqa-{path.stem}"
     return items_from_records(records, MEDQA_COLUMNS, source, prefix, _check_medqa_answer_text(source),
-                              duplicates="warn" if str(data) == "hf" else "error")
+                              duplicates="warn" if str(data) == "hf" else "error", limit=limit)
 
 
-def load_medmcqa(data: str | Path = "hf", split: str = "validation", cop_base: int | None = None) -> list[MCQItem]:
+def load_medmcqa(data: str | Path = "hf", split: str = "validation", cop_base: int | None = None,
+                 limit: int | None = None) -> list[MCQItem]:
     """MedMCQA: ``"hf"`` (``openlifescienceai/medmcqa``, 0-based ``cop``), ``"demo"`` (bundled 50 dev
     items) or a path to the original release file (1-based ``cop``). ``cop_base`` overrides the
     convention for unusual copies.
@@ -350,7 +388,7 @@ def load_medmcqa(data: str | Path = "hf", split: str = "validation", cop_base: i
     if base not in (0, 1):
         raise MedfuzzError(f"cop_base must be 0 or 1, got {base}")
     return items_from_records(records, _medmcqa_columns(base), source, "medmcqa",
-                              duplicates="warn" if str(data) == "hf" else "error")
+                              duplicates="warn" if str(data) == "hf" else "error", limit=limit)
 
 
 BENCHMARKS = {"medqa": load_medqa, "medmcqa": load_medmcqa}
@@ -362,5 +400,4 @@ def load_items(benchmark: str, data: str | Path = "hf", split: str | None = None
     if benchmark not in BENCHMARKS:
         raise MedfuzzError(f"unknown benchmark {benchmark!r}; choose from {sorted(BENCHMARKS)}")
     loader = BENCHMARKS[benchmark]
-    items = loader(data) if split is None else loader(data, split)
-    return items[:limit] if limit is not None else items
+    return loader(data, limit=limit) if split is None else loader(data, split, limit=limit)

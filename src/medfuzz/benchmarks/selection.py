@@ -5,7 +5,7 @@ checks raw values like the method configs do (``medfuzz.options``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import ClassVar
 
 from medfuzz.benchmarks.items import MCQItem, item_seed
@@ -14,6 +14,9 @@ from medfuzz.options import MethodConfig, check
 
 # the split a benchmark's clean baseline names in its task signature (what its loader reads without one)
 DEFAULT_SPLITS = {"medqa": "test", "medmcqa": "validation"}
+# the split of the Hugging Face release that few-shot examples come from when a run evaluates another one (the
+# split lm-eval's own medqa_4options / medmcqa tasks draw them from); medfuzz.tasks.lm_eval.fewshot
+FEWSHOT_SPLITS = {"medqa": "train", "medmcqa": "train"}
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,6 @@ class DataSelection(MethodConfig):
 
     def __post_init__(self) -> None:
         check(bool(self.data.strip()), "data must name a source: hf, demo or a file")
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
 
     def items(self, benchmark: str, seed: int, *, apply_limit: bool = True) -> list[MCQItem]:
         """The selected items (options shuffled per item when ``shuffle_choices``). ``apply_limit=False``: all of

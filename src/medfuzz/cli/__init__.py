@@ -20,11 +20,26 @@ def _tasks_path(_: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    """medfuzz's installed version and the harness versions beside it (what a bug report needs)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"{of('medfuzz')} (inspect-ai {of('inspect-ai')}, lm-eval {of('lm-eval')})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from medfuzz.cli import demo, explain, report, review, run, serve, sweep, validate
 
     parser = argparse.ArgumentParser(prog="medfuzz", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
+                        help="print medfuzz's version, with the harnesses' it runs on, and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     run.add_parser(commands)
     demo.add_parser(commands)

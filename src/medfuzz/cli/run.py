@@ -4,7 +4,7 @@
     medfuzz run --model openai-api/vllm/my-model --attacker openai/gpt-4o --data hf --limit 100 --out runs/my-model
 
 Running the same command again finishes what an interruption left: finished runs and samples are reused and
-finished model calls come from the cache, so nothing is paid twice.
+finished model calls come from the cache, so only the calls in flight at the interrupt are paid again.
 """
 
 from __future__ import annotations

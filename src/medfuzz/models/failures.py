@@ -190,6 +190,19 @@ def config_failure(err: BaseException, secrets: tuple[str | None, ...] = ()) -> 
                             f"every call would fail the same way, so the run stops. {describe(err, secrets)}")
 
 
-def cap_reply(text: str) -> str:
-    """The reply text as stored: at most ``MAX_REPLY_CHARS`` characters."""
+def known_secrets(extra: Iterable[str | None] = ()) -> tuple[str, ...]:
+    """Every secret medfuzz knows here: the environment's secret-named variables and ``extra`` (a model's key)."""
+    return (*environment_secrets(), *(s for s in extra if s and len(s) >= MIN_SECRET_CHARS))
+
+
+def cap_reply(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """The reply text as stored: every known secret redacted (an endpoint may echo the key inside a 200 reply,
+    and medfuzz quotes replies in its own messages, records and pages), at most ``MAX_REPLY_CHARS`` characters."""
+    text = redact(text, known_secrets(secrets))
     return text if len(text) <= MAX_REPLY_CHARS else text[:MAX_REPLY_CHARS]
+
+
+def reply_excerpt(text: str, chars: int = 200, secrets: Iterable[str | None] = ()) -> str:
+    """A reply quoted in a medfuzz message (``repr`` of its first ``chars`` characters, stripped), secrets
+    redacted: what "unparseable answer: ..." and the scorers' explanations show."""
+    return repr(redact(text.strip(), known_secrets(secrets))[:chars])

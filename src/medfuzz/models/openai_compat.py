@@ -129,7 +129,7 @@ class OpenAIChatModel:
             return Generation(text="", error="empty response (no choices)", model=self.name)
         choice = choices[0] or {}
         message = choice.get("message") or {}
-        text = cap_reply(message.get("content") or "")
+        text = cap_reply(message.get("content") or "", self._secrets)
         usage_data = data.get("usage") or {}
         usage = TokenUsage(
             input_tokens=usage_data.get("prompt_tokens") or 0,
@@ -142,7 +142,8 @@ class OpenAIChatModel:
             )
         refusal = message.get("refusal")
         if refusal and not text:
-            return Generation(text="", error=f"refusal: {cap_reply(refusal)[:500]}", usage=usage, model=self.name)
+            return Generation(text="", error=f"refusal: {cap_reply(refusal, self._secrets)[:500]}", usage=usage,
+                              model=self.name)
         return Generation(text=text, letter_logprobs=letter_logprobs, usage=usage, model=self.name)
 
 

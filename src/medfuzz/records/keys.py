@@ -15,6 +15,12 @@ SHARD_KEY = "medfuzz_shard"  # a shard's task metadata: index k, count n, the ru
 # --metadata in every task's config in its results file, so the name travels with the results. ``medfuzz run``
 # passes its Inspect model name, so both harnesses' numbers land on one model card; no hook reads it.
 MODEL_LABEL = "medfuzz_model"
+# What medfuzz never reads of a logged sample (the report, the lm-eval hook reading a MedFuzz log): its transcript
+# and the model's last output. At the MedQA split's size a MedFuzz sample is ~3 MB of JSON, 85 % of it events (one
+# ModelEvent per call) and attachments; the records are in the score metadata. Inspect skips excluded fields while
+# it streams a member (ijson), so a sample whose model wrote 40 MB (five copies: events, messages, output) costs no
+# memory: reading the output made `medfuzz report` over a 44 KB `.eval` of three such samples hold 723 MB.
+TRANSCRIPT_FIELDS = frozenset({"events", "attachments", "messages", "output"})
 # MedFuzz task names of logs written before the tasks recorded METHOD_KEY
 LEGACY_MEDFUZZ_TASKS = ("medfuzz", "medfuzz_medqa", "medfuzz_medmcqa")
 

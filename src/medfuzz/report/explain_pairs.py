@@ -14,7 +14,7 @@ from typing import Any
 
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.errors import MedfuzzError
-from medfuzz.records.keys import METHOD_KEY
+from medfuzz.records.keys import METHOD_KEY, TRANSCRIPT_FIELDS
 from medfuzz.report.log_reader import collect_logs
 from medfuzz.solvers.tces.explain.pair import ExplainPair
 
@@ -25,7 +25,7 @@ def _samples(path: Path) -> tuple[Any, list[Any]] | None:
     from inspect_ai.log import read_eval_log
 
     try:
-        log = read_eval_log(str(path), exclude_fields={"events", "attachments", "messages"})  # records: scores
+        log = read_eval_log(str(path), exclude_fields=set(TRANSCRIPT_FIELDS))  # records: scores
     except Exception:  # not an Inspect log (an lm-eval file, a PNG, ...): not ours to read
         return None
     if (log.eval.metadata or {}).get(METHOD_KEY) != "tces" or not log.samples:

@@ -15,13 +15,10 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.keys import TRANSCRIPT_FIELDS
+
 _LOADED: ContextVar[dict[Path, Any] | None] = ContextVar("medfuzz_report_loaded_logs", default=None)
 
-# What the report never reads of a sample: its transcript. At the MedQA split's size a MedFuzz sample is ~3 MB
-# of JSON, 85 % of it events (one ModelEvent per call) and attachments (their deduplicated message text); the
-# report reads the scores (the records are in the score metadata), the sample metadata, ids and errors. Loading
-# the transcripts made `medfuzz report` over a 1,272-item MedFuzz run hold more than 7 GB (docs/performance.md, P6).
-TRANSCRIPT_FIELDS = frozenset({"events", "attachments", "messages"})
 
 
 @contextmanager
@@ -34,6 +31,35 @@ def read_once() -> Iterator[None]:
         _LOADED.reset(token)
 
 
+# Inspect decompresses a sample's whole member before it streams the fields it keeps, so one member's size is what
+# reading it costs (the transcript fields are skipped, not unread). A paper-level MedFuzz sample is ~3 MB; a member
+# far above that holds a runaway model output (a 44 KB `.eval` of three 200 MB members took `medfuzz report` to
+# 490 MB and 148 s). Larger members: the log is left out, named, unless the cap is raised.
+MEMBER_CAP_VARIABLE = "MEDFUZZ_LOG_MEMBER_MB"
+DEFAULT_MEMBER_CAP_MB = 100
+
+
+class OversizedLog(ValueError):
+    """An ``.eval`` member larger, decompressed, than the cap: reading it would hold it whole in memory."""
+
+
+def check_member_sizes(path: str | Path) -> None:
+    """Raise ``OversizedLog`` naming the largest member of an ``.eval`` archive above the cap (its zip directory
+    says each member's decompressed size: nothing is decompressed to find out)."""
+    import os
+    import zipfile
+
+    if Path(path).suffix != ".eval" or not zipfile.is_zipfile(path):
+        return
+    cap_mb = float(os.environ.get(MEMBER_CAP_VARIABLE) or DEFAULT_MEMBER_CAP_MB)
+    with zipfile.ZipFile(path) as archive:
+        largest = max(archive.infolist(), key=lambda info: info.file_size, default=None)
+    if largest is not None and largest.file_size > cap_mb * 1_000_000:
+        raise OversizedLog(f"{largest.filename} is {largest.file_size / 1e6:,.0f} MB decompressed, above the "
+                           f"{cap_mb:,.0f} MB a member may hold here (a runaway model output?); set "
+                           f"{MEMBER_CAP_VARIABLE} to read it anyway")
+
+
 def read_log(path: str | Path, header_only: bool = False) -> Any:
     """The Inspect log at ``path`` without the samples' transcripts (``TRANSCRIPT_FIELDS``); inside ``read_once``
     with its samples even for ``header_only`` (one parse serves the header check and the samples). Raises what
@@ -42,10 +68,13 @@ def read_log(path: str | Path, header_only: bool = False) -> Any:
 
     loaded = _LOADED.get()
     if loaded is None:
+        if not header_only:
+            check_member_sizes(path)
         return read_eval_log(str(path), header_only=header_only, exclude_fields=set(TRANSCRIPT_FIELDS))
     key = Path(path).resolve()
     if key not in loaded:
         try:
+            check_member_sizes(path)
             loaded[key] = read_eval_log(str(path), exclude_fields=set(TRANSCRIPT_FIELDS))
         except Exception as err:  # remembered: the next renderer gets the same answer without a second parse
             loaded[key] = err

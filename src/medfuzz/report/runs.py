@@ -105,7 +105,7 @@ def lm_eval_metric_counts(results_file: Path, data: Mapping[str, Any], task: str
     """How many docs each metric of ``task`` is an average over. A rate over a subset of the docs (TCES's flip
     rate over the clean-correct docs; MedFuzz's accuracies over the scored pairs, its flip rate over their
     clean-correct ones) is returned only by the docs in its denominator (its ``metric_list`` entry names them:
-    ``denominator``; results before task version 4 put NaN on the others and aggregated by ``nanmean``), so the
+    ``denominator``; results before task version 5 put NaN on the others and aggregated by ``nanmean``), so the
     task's doc count (``n-samples``) is not its n: counted from the per-doc values in the samples file lm-eval
     wrote beside ``results_file`` (``--log_samples``, the same timestamp), the docs whose value is a number and not
     NaN. Without that file: the doc count for a ``mean`` metric over every doc, None (unknown) for any other."""

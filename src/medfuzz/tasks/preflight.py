@@ -107,7 +107,15 @@ def check_endpoint(endpoint: Endpoint, timeout: float = TIMEOUT) -> str:
         shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
         raise PreflightError(f"{endpoint.model}: {endpoint.base_url} does not serve {endpoint.name!r} (it lists "
                              f"{shown}): check the model name (an alias the listing omits: --no-preflight)")
-    return f"{endpoint.model}: {endpoint.base_url} answers and accepts the key"
+    return f"{endpoint.model}: {endpoint.base_url} answers {_key_said(endpoint)}"
+
+
+def _key_said(endpoint: Endpoint) -> str:
+    """What the check showed about the key: accepted, or none was sent (the variable is unset and the endpoint
+    answered without one) — never "accepts the key" for a key that does not exist."""
+    if endpoint.api_key:
+        return f"and accepts the key in {endpoint.key_source}"
+    return f"without a key ({endpoint.key_source} is unset; this endpoint asks for none)"
 
 
 def _check_by_call(endpoint: Endpoint, timeout: float) -> str:
@@ -123,7 +131,8 @@ def _check_by_call(endpoint: Endpoint, timeout: float) -> str:
     if status == 404:
         raise PreflightError(f"{endpoint.model}: {url} answered 404 (no such endpoint or model): check the base "
                              f"URL (it usually ends in /v1) and the model name")
-    return f"{endpoint.model}: {endpoint.base_url} answers (one 1-token call; it has no /models listing)"
+    return (f"{endpoint.model}: {endpoint.base_url} answers {_key_said(endpoint)} (one 1-token call; it has no "
+            "/models listing)")
 
 
 def check_inspect_models(models: Sequence[str], timeout: float = TIMEOUT) -> list[str]:
@@ -193,11 +202,11 @@ def check_lm_eval(model: str, model_args: str, timeout: float = TIMEOUT) -> list
     try:
         lm_eval.api.registry.get_model(model)
     except (KeyError, ValueError):
-        import difflib
+        from medfuzz.options import closest
 
         known = sorted(lm_eval.api.registry.model_registry.keys())
-        close = difflib.get_close_matches(model, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else f" (lm-eval has: {', '.join(known)})"
+        close = closest(model, known)
+        hint = f" (did you mean {close!r}?)" if close else f" (lm-eval has: {', '.join(known)})"
         raise PreflightError(f"--lm-eval {model!r}: lm-eval has no model of this name{hint}") from None
     if model not in API_MODELS:
         return [f"lm-eval {model}: a model lm-eval knows; its arguments are checked when it loads"]

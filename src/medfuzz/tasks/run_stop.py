@@ -20,6 +20,7 @@ one ``medfuzz run`` writes to an output folder at a time, and a configuration fa
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -283,14 +284,41 @@ class FolderBusy(MedfuzzError):
     """Another ``medfuzz run`` holds the output folder."""
 
 
+WRITE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+
+
+def unwritable(out: Path, err: OSError) -> str:
+    """One line for an ``--out`` that cannot be written (read-only, no permission, full disk or quota)."""
+    where = f" ({err.filename})" if err.filename and str(err.filename) != str(out) else ""
+    return (f"--out {out}: cannot write there: {err.strerror or err}{where}. Choose a folder you can write to "
+            "with free space; finished work already in it is kept and reused by the same command")
+
+
+def _leave_nothing(out: Path, lock: Path, created: bool) -> None:
+    """Remove the lock (while it is still held, so no other run can take the file in between) when it is all the
+    folder holds, and the folder when this run created it."""
+    if any(p.name != LOCK_NAME for p in out.iterdir()):
+        return
+    lock.unlink(missing_ok=True)
+    if created:
+        out.rmdir()
+
+
 @contextlib.contextmanager
 def folder_lock(out: Path) -> Iterator[Path]:
-    """Hold ``OUT/.medfuzz-run.lock`` for the block; refuse at once when another process holds it."""
+    """Hold ``OUT/.medfuzz-run.lock`` for the block; refuse at once when another process holds it. A block that
+    leaves nothing in the folder but the lock (a failed preflight, a bad option found late) leaves nothing behind:
+    the lock file goes, and the folder too when this call created it."""
     if out.exists() and not out.is_dir():
         raise MedfuzzError(f"--out {out}: this is a file, not a folder; name a folder (it is created if missing)")
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / LOCK_NAME
-    handle = path.open("a+")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / LOCK_NAME
+        handle = path.open("a+")
+    except OSError as err:
+        raise MedfuzzError(unwritable(out, err)) from None
+    held = False
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -299,10 +327,14 @@ def folder_lock(out: Path) -> Iterator[Path]:
             holder = handle.read().strip() or "unknown"
             raise FolderBusy(f"--out {out}: another medfuzz run (pid {holder}) is writing to this folder; wait for "
                              "it to end, or choose another --out") from None
+        held = True
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         yield path
     finally:
+        if held:  # never another holder's lock
+            with contextlib.suppress(OSError):
+                _leave_nothing(out, path, created)
         handle.close()  # closing releases the lock (the kernel releases it too if the process is killed)

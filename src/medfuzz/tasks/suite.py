@@ -25,14 +25,13 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from medfuzz.errors import MedfuzzError
-from medfuzz.options import ConfigError, flag, flag_values
+from medfuzz.options import ConfigError, did_you_mean, flag, flag_values
 from medfuzz.records.keys import MODEL_LABEL, SHARD_KEY, SUITE_KEY
 from medfuzz.records.methods import METHODS as REGISTRY
 from medfuzz.records.methods import suite_order
@@ -270,7 +269,11 @@ class SuitePlan:
                 raise ConfigError(f"--shard {k}/{n}: expected K/N with 1 <= K <= N (e.g. 2/4)")
         unknown = [m for m in self.methods if m not in REGISTRY]
         if unknown or not self.methods:
-            raise ConfigError(f"--methods: {unknown or 'nothing'} is not among {list(suite_order())}")
+            known = ", ".join(suite_order())
+            if not self.methods:
+                raise ConfigError(f"--methods names no method; choose from {known} (comma-separated)")
+            raise ConfigError("--methods: " + "; ".join(f"{name!r} is not a method{did_you_mean(name, suite_order())}"
+                                                         for name in unknown) + f" (choose from {known})")
         if self.level not in LEVELS:
             raise ConfigError(f"--level: {self.level!r} is not one of {list(LEVELS)}")
         # the level's defaults are the plan's, so the suite scripted from Python runs what `medfuzz run` runs
@@ -333,7 +336,6 @@ class SuitePlan:
 
     def check_options(self) -> None:
         """Every ``--option`` must reach some chosen method (a typo must not run with defaults)."""
-        import difflib
 
         known = {m: REGISTRY[m].options() for m in self.methods}
         everything = sorted({n for names in known.values() for n in names}
@@ -342,10 +344,8 @@ class SuitePlan:
             method = next((m for m in self.methods if name.startswith(f"{m}_") and name[len(m) + 1:] in known[m]),
                           None)
             if method is None and not any(name in names for names in known.values()):
-                close = difflib.get_close_matches(name, everything, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigError(f"--option {name}: no chosen method ({', '.join(self.methods)}) has this "
-                                  f"option{hint}")
+                                  f"option{did_you_mean(name, everything)}")
 
     def runs(self) -> list[SuiteRun]:
         """Every run of the suite, in the order they run (cheap first: a misconfiguration shows early)."""
@@ -680,13 +680,6 @@ def write_settings(plan: SuitePlan, suite_bound: Bound) -> Path:
     return path
 
 
-def eta_text(seconds: float) -> str:
-    if not math.isfinite(seconds) or seconds < 0:
-        return "?"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
 # ------------------------------------------------------------------------------------------------ lm-eval
 
 LM_EVAL_EMBEDDED = "medfuzz-local"
@@ -765,9 +758,13 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
     its children as one process group) and is registered in ``children`` for a forced exit. Raises
     ``LmEvalFailed`` when it fails, ``KeyboardInterrupt`` (after stopping it) when interrupted."""
     import os
+    import shlex
     import shutil
     import subprocess
     import sys
+    import time
+
+    from medfuzz.tasks.heartbeat import Heartbeat, lm_eval_status
 
 
     tasks, metadata = lm_eval_tasks(plan, fuzzed_log)
@@ -793,7 +790,7 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
     (plan.out / "lm-eval-cache").mkdir(parents=True, exist_ok=True)
     finished.unlink(missing_ok=True)
     before = set(out.rglob("results_*.json")) if out.is_dir() else set()
-    print(f"$ {' '.join(command)}", flush=True)
+    print(f"$ {shlex.join(command)}", flush=True)  # pasteable: the --metadata JSON is quoted
     from medfuzz.models.local import die_with_parent
 
     with log_file.open("w") as handle:
@@ -802,8 +799,10 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
                                    preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
         if children is not None:
             children.append(process)
+        started = time.monotonic()
         try:
-            code = process.wait()
+            with Heartbeat(lambda: lm_eval_status(log_file, started)):  # its progress is in its log, not here
+                code = process.wait()
         except BaseException:  # Ctrl-C / SIGTERM / SIGHUP: stop lm-eval and whatever it started, then go on
             stop_process_group(process)
             raise

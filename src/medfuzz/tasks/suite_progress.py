@@ -19,7 +19,8 @@ Measured on recorded event sequences (``tests/suite_events.py``; ``bench/eta_acc
 within 2× of the real time left from 25 % of the calls on wherever every method has finished a sample by then;
 a method that has not is estimated at its bound (``suite_events.HARD`` lists the cases and their errors); and on
 a real run against the planted server (``bench/eta_planted.py``). Drawn with tqdm on a terminal; elsewhere (CI, a
-log file) one plain line a minute. The hook is registered once per process and only active while a ``SuiteProgress`` is
+log file) one plain line every 10 s, from a ``Heartbeat`` (also while no call ends). The hook is registered
+once per process and only active while a ``SuiteProgress`` is
 (``enabled()``).
 """
 
@@ -34,6 +35,7 @@ from typing import Any
 
 from inspect_ai.hooks import Hooks, ModelUsageData, SampleEnd, SampleStart, TaskStart, hooks
 
+from medfuzz.tasks.heartbeat import Heartbeat, eta_text
 from medfuzz.tasks.suite import SUITE_KEY, Bound, SuiteRun, run_key
 
 _active: SuiteProgress | None = None
@@ -49,6 +51,10 @@ IN_FLIGHT_SHARE = 0.5
 # bound the less robust the model is). Its bound alone overstated 8-10x (issue 26: 15:15 printed at 32 % of the
 # README's main command, 1:34 real, with the TCES runs not yet started behind MedFuzz).
 ADAPTIVE = "adaptive runs"
+# A sample in flight longer than this many times every finished sample of its run marks the ETA as not yet known
+# (``_RunState.censored``). At 2 a paper-level MedFuzz run (recorded sequences, tests/suite_events.py PAPER) was
+# called known at 20x too low: an expensive sample that finished says little of those still running.
+CENSORED_AFTER = 1.0
 RATE_MIN_CALLS = 20  # the fewest calls a recent window needs to give the rate
 BAR_FORMAT = "{{desc}} {{percentage:3.0f}}%|{{bar}}| {{n_fmt}}/{{total_fmt}} calls [{{elapsed}}<{eta}] {{postfix}}"
 
@@ -65,6 +71,15 @@ class _RunState:
     most_in_flight: int = 0  # the most samples this run had in flight at once: its concurrency
     started_at: float | None = None  # when its task started
     call_times: list[float] = field(default_factory=list)  # when each of its calls ended, in order
+    sample_starts: dict[str, float] = field(default_factory=dict)  # samples in flight (by id): when they started
+    longest_finished: float = 0.0  # the longest a finished sample of this run took
+
+    def censored(self, now: float) -> bool:
+        """Whether a sample in flight has run longer than any finished one: the finished samples (the first to
+        end are the cheap ones: an item answered wrongly before any attack, an attack that failed) say nothing
+        yet about what the expensive ones (MedFuzz's significance tests) will cost."""
+        longest = CENSORED_AFTER * self.longest_finished
+        return self.adaptive and any(now - start > longest for start in self.sample_starts.values())
 
     @property
     def bound_per_sample(self) -> float:
@@ -149,7 +164,8 @@ class SuiteProgress:
     _eval_labels: dict[str, str] = field(default_factory=dict)
     _bar: Any = None
     _last_line: float = 0.0
-    line_interval: float = 60.0
+    line_interval: float = 10.0  # without a terminal: a plain line this often (``Heartbeat``), events or not
+    _heartbeat: Heartbeat | None = None
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -165,12 +181,16 @@ class SuiteProgress:
             self._bar = tqdm(total=self.bound.total, unit="call", dynamic_ncols=True, mininterval=1.0,
                              bar_format=BAR_FORMAT.format(eta="?"))
             self._bar.set_description("medfuzz run")
+        elif self.show:  # a log file, CI: a plain line every ``line_interval`` s, also while no call ends
+            self._heartbeat = Heartbeat(self.status_text, self.line_interval).__enter__()
         _active = self
         return self
 
     def __exit__(self, *exc: object) -> None:
         global _active
         _active = None
+        if self._heartbeat is not None:
+            self._heartbeat.__exit__()
         if self._bar is not None:
             self._bar.close()
         elif self.show:  # the last state, whatever the minute
@@ -213,19 +233,32 @@ class SuiteProgress:
             self.runs[label].call_times.append(self._call_times[-1])
         self._refresh()
 
-    def sample_started(self, eval_id: str) -> None:
+    def sample_started(self, eval_id: str, sample_id: str = "") -> None:
         label = self._eval_labels.get(eval_id)
         if label:
             state = self.runs[label]
             state.started += 1
             state.most_in_flight = max(state.most_in_flight, state.in_flight)
+            if sample_id:
+                state.sample_starts[sample_id] = self.clock()
         self._refresh()
 
-    def sample_finished(self, eval_id: str) -> None:
+    def sample_finished(self, eval_id: str, sample_id: str = "") -> None:
         label = self._eval_labels.get(eval_id)
         if label:
-            self.runs[label].finished += 1
+            state = self.runs[label]
+            state.finished += 1
+            start = state.sample_starts.pop(sample_id, None)
+            if start is not None:
+                state.longest_finished = max(state.longest_finished, self.clock() - start)
         self._refresh()
+
+    def eta_known(self) -> bool:
+        """Whether the ETA rests on samples like the ones still running: not while a sample of an attack run has
+        run longer than every finished one of its run (``_RunState.censored``); the line then says the ETA is not
+        yet known and gives the current estimate as a floor."""
+        now = self.clock()
+        return not any(state.censored(now) for state in self.runs.values())
 
     # -- estimate
     def pooled_use(self) -> dict[str, float]:
@@ -278,27 +311,33 @@ class SuiteProgress:
         done, total = self.samples_done()
         elapsed = self.clock() - self.started
         expected = self.estimated_total()
-        eta = self.eta_seconds()
-        from medfuzz.tasks.suite import eta_text
-
         return (f"medfuzz run: {self.calls:,} calls (bound {self.bound.total:,}; expected ~{round(expected):,}) · "
-                f"samples {done}/{total} · tokens {self.tokens:,} · elapsed {eta_text(elapsed)} · ETA {eta_text(eta)}")
+                f"samples {done}/{total} · tokens {self.tokens:,} · elapsed {eta_text(elapsed)} · ETA "
+                f"{self.eta_display()}")
+
+    def eta_display(self) -> str:
+        """The ETA as the line prints it: the estimate, or while it is not yet known (``eta_known``) the estimate
+        as a floor and why."""
+        eta = eta_text(self.eta_seconds())
+        if self.eta_known():
+            return eta
+        now = self.clock()
+        longer = sum(now - start > CENSORED_AFTER * state.longest_finished
+                     for state in self.runs.values() if state.adaptive for start in state.sample_starts.values())
+        return (f"not yet known, at least {eta} ({longer} attack sample(s) have run longer than any finished "
+                "one of their run: the expensive phase, e.g. MedFuzz's significance tests, is not measured yet)")
 
     def _refresh(self) -> None:
-        if self._bar is None:
-            if self.show and self.clock() - self._last_line >= self.line_interval:
-                self._last_line = self.clock()
-                print(self.status_text(), file=sys.stderr, flush=True)
+        if self._bar is None:  # plain lines come from the heartbeat
             return
         done, total = self.samples_done()
         self._bar.total = max(self.calls, round(self.estimated_total()))
         self._bar.n = self.calls
         self._bar.set_postfix_str(f"bound {self.bound.total:,} · samples {done}/{total} · tokens {self.tokens:,}",
                                   refresh=False)
-        from medfuzz.tasks.suite import eta_text
-
         # this estimate in tqdm's place for {remaining} (tqdm's own divides the calls left by its smoothed rate)
-        self._bar.bar_format = BAR_FORMAT.format(eta=eta_text(self.eta_seconds()))
+        eta = eta_text(self.eta_seconds())
+        self._bar.bar_format = BAR_FORMAT.format(eta=eta if self.eta_known() else f">={eta}?")
         self._bar.refresh()
 
 
@@ -316,7 +355,7 @@ class SuiteProgressHooks(Hooks):
 
     async def on_sample_start(self, data: SampleStart) -> None:
         if _active is not None:
-            _active.sample_started(data.eval_id)
+            _active.sample_started(data.eval_id, data.sample_id)
 
     async def on_model_usage(self, data: ModelUsageData) -> None:
         if _active is not None:
@@ -324,4 +363,4 @@ class SuiteProgressHooks(Hooks):
 
     async def on_sample_end(self, data: SampleEnd) -> None:
         if _active is not None:
-            _active.sample_finished(data.eval_id)
+            _active.sample_finished(data.eval_id, data.sample_id)

@@ -13,6 +13,7 @@ is written stops the command as one during a run does (``medfuzz.tasks.run_stop`
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import sys
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.errors import MedfuzzError
-from medfuzz.options import flag
+from medfuzz.options import ConfigError, flag
 from medfuzz.records.methods import METHODS
 from medfuzz.tasks import suite
 from medfuzz.tasks.suite import SuitePlan
@@ -99,6 +100,12 @@ def run_suite_plan(plan: SuitePlan, how: RunOptions | None = None, summary_lines
         return _stoppable(plan, how, summary_lines, write_report if how.report else None)
     except (*USER_ERRORS, MedfuzzError) as err:
         return RunOutcome(1, error=str(err))
+    except OSError as err:  # a read-only, unwritable or full --out: one line (finished work is kept)
+        from medfuzz.tasks.run_stop import WRITE_ERRNOS, unwritable
+
+        if err.errno not in WRITE_ERRNOS or not _under(plan.out, err):
+            raise
+        return RunOutcome(1, error=unwritable(plan.out, err))
     except PrerequisiteError as err:  # Inspect's own (a missing API key, an unknown provider): its message alone
         from medfuzz.tasks.preflight import prerequisite_text
 
@@ -110,12 +117,26 @@ def run_suite_plan(plan: SuitePlan, how: RunOptions | None = None, summary_lines
                                    "openai/gpt-4o-mini or openai-api/<service>/<model>: https://inspect.aisi.org.uk/providers.html)")
 
 
+def _under(out: Path, err: OSError) -> bool:
+    """Whether a write error is about ``out`` (a full disk is, wherever it was noticed)."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT) or not err.filename:
+        return True
+    try:
+        return Path(str(err.filename)).resolve().is_relative_to(out.resolve())
+    except (OSError, ValueError):
+        return False
+
+
 def _stoppable(plan: SuitePlan, how: RunOptions, summary_lines: SummaryLines | None,
                write_report: ReportWriter | None) -> RunOutcome:
     from medfuzz.tasks.run_stop import folder_lock
 
     started = time.monotonic()
     lm = suite.LmEvalPlan.parse(how.lm_eval, how.threads) if how.lm_eval else None
+    if lm is not None and len(plan.models) > 1:  # refused before any call, not dropped half-way
+        raise ConfigError(f"--lm-eval names one lm-eval model, and --model names {len(plan.models)}: run "
+                          "medfuzz run once per model, each with its own --lm-eval (and its own --out), or leave "
+                          "--lm-eval out to compare the models in Inspect")
     try:  # from the first step: Ctrl-C while the tasks load (TCES embeds its vocabulary) ends as cleanly
         if how.dry_run:
             return _dry_run(plan, lm)
@@ -177,6 +198,7 @@ def _preflight(plan: SuitePlan, lm: suite.LmEvalPlan | None) -> None:
 
 def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, started: float,
              summary_lines: SummaryLines | None, write_report: ReportWriter | None) -> RunOutcome:
+    from medfuzz.tasks.heartbeat import Heartbeat, elapsed_line
     from medfuzz.tasks.run_stop import STOP
     from medfuzz.tasks.suite_progress import SuiteProgress, run_methods
 
@@ -186,8 +208,10 @@ def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, star
         phase("checking the models before the first paid call")
         _preflight(plan, lm)
     print("  building the tasks (TCES embeds its vocabularies once; later runs read them from the cache)", flush=True)
-    built = suite.build_tasks(plan)
-    suite.embed_anchor_texts(built)
+    with Heartbeat(elapsed_line("building the tasks", time.monotonic(),
+                                " (a first run embeds TCES's vocabularies; later runs read them from the cache)")):
+        built = suite.build_tasks(plan)
+        suite.embed_anchor_texts(built)
     bound = suite.bound(built, plan.models)
     settings_path = suite.write_settings(plan, bound)
     print(f"Upper bound on model calls before the first call (attacks that stop early make fewer; settings and "
@@ -228,7 +252,8 @@ def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, star
     if write_report is not None:
         phase("writing the report", str(plan.out / "report"))
         folders = [plan.out / "inspect", *([out_lm] if out_lm else [])]
-        index, report_problems = write_report(folders, plan.out / "report")  # prints each problem as it finds it
+        with Heartbeat(elapsed_line("writing the report", time.monotonic())):
+            index, report_problems = write_report(folders, plan.out / "report")  # prints each problem it finds
         problems += [f"report: {line}" for line in report_problems]
     if STOP.signum is not None:
         raise KeyboardInterrupt
@@ -270,9 +295,6 @@ def _lm_eval_half(plan: SuitePlan, lm: suite.LmEvalPlan | None, outcome: suite.S
     if plan.shard is not None:
         print("--lm-eval: skipped with --shard (lm-eval runs have no shards to merge; run it once, unsharded)",
               flush=True)
-        return None
-    if len(models) > 1:
-        print("--lm-eval: skipped with several --model values (one lm-eval model per run)", flush=True)
         return None
     from medfuzz.records.locations import local_path
     from medfuzz.solvers.medfuzz.store import ATTACKED

@@ -33,7 +33,11 @@ class MedFuzzConfig(MethodConfig):
         "controls": "M control fuzzes per successful attack (paper: 30); 0 = no significance test",
         "controls_policy": "sequential: stop at the h-th exceedance with Besag-Clifford's p = h/l "
                            "(h: where the fixed test could no longer reject) | fixed: always M, p = (b+1)/(M+1)",
-        "control_batch": "controls generated and scored per step of the sequential test",
+        "control_batch": "controls generated and scored per step of the sequential test; none (default): "
+                         "batches that grow with the evidence, each the larger of what the decision still "
+                         "certainly needs and the controls drawn so far (1, 1, 2, 4, 8, 14 at M = 30), so a null "
+                         "attack pays for few controls past its stop; N: N at a time. Decisions and p-values "
+                         "are the same for every value",
         "min_controls": "usable controls needed for a p-value (default: ceil(0.8 M)); fewer: the attack is "
                         "untested, never significant",
         "option_orders": "draws (random option order + exemplars; made per item, shared by its replicates) "
@@ -67,7 +71,7 @@ class MedFuzzConfig(MethodConfig):
     exemplar_data: str = "demo"
     controls: int = 30
     controls_policy: str = "sequential"
-    control_batch: int = 5
+    control_batch: int | None = None
     min_controls: int | None = None
     option_orders: int = 5
     pvalue_prompt: str = "dialog"
@@ -98,7 +102,8 @@ class MedFuzzConfig(MethodConfig):
         check(self.controls >= 0, f"controls must be 0 or more, got {self.controls}")
         check(self.controls_policy in CONTROLS_POLICIES,
               f"controls_policy must be one of {list(CONTROLS_POLICIES)}, got {self.controls_policy!r}")
-        check(self.control_batch >= 1, f"control_batch must be at least 1, got {self.control_batch}")
+        check(self.control_batch is None or self.control_batch >= 1,
+              f"control_batch must be at least 1 (or none: growing batches), got {self.control_batch}")
         check(self.min_controls is None or self.min_controls >= 1,
               f"min_controls must be at least 1, got {self.min_controls}")
         check(self.min_controls is None or self.controls == 0 or self.min_controls <= self.controls,

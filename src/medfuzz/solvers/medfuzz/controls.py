@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import medfuzz.solvers.medfuzz.prompts as prompts  # the module itself, not the package that re-exports it
 from medfuzz import stats
@@ -152,6 +152,14 @@ class SignificanceContext:
     draws: list[Draw]
     p0: Callable[[UsageLedger], tuple[Awaitable[Estimate], bool]]
     cache: RequestCache | None = None
+    # the shared estimate's task: shielded from one replicate's cancellation, so the item cancels it when it ends
+    # (else it goes on calling the model after Inspect ended the sample: one warning and traceback per call)
+    tasks: list[asyncio.Task[Estimate]] = field(default_factory=list)
+
+    def cancel(self) -> None:
+        for task in self.tasks:
+            if not task.done():
+                task.cancel()
 
 
 async def _control(target: TargetDialog, attacker: ChatModel, pack: AssumptionPack, item: MCQItem, fuzzed: MCQItem,
@@ -170,11 +178,13 @@ async def test_attack(target: TargetDialog, attacker: ChatModel, pack: Assumptio
                       result: ReplicateResult, ledger: UsageLedger, shared: SignificanceContext) -> Significance:
     """Controls and p-hats for a successful attack (Algorithm 2 lines 1-8).
 
-    ``fixed`` draws all M controls at once. ``sequential`` draws them in batches of ``control_batch`` (the
-    same control stream: control i has the same seed under both policies) and stops at the h-th exceedance
-    (Besag & Clifford; ``medfuzz.stats.sequential_decision``) or when the attack can no longer be tested; p-hat
-    of the original and of the attack are estimated alongside the first batch. M is ``cfg.max_controls``
-    (the paper's M, or more with ``holm_family``); h comes from the paper's M either way.
+    ``fixed`` draws all M controls at once. ``sequential`` draws them in batches (``control_batch``; by
+    default batches that grow with the evidence, ``medfuzz.stats.next_control_batch``) from the same control
+    stream (control i has the same seed under every policy and batch size) and stops at the h-th exceedance
+    (Besag & Clifford; ``medfuzz.stats.sequential_decision``) or when the attack can no longer be tested, at
+    the control where drawing one at a time would stop (``medfuzz.stats.ControlSchedule``); p-hat of the
+    original and of the attack are estimated alongside the first batch. M is ``cfg.max_controls`` (the
+    paper's M, or more with ``holm_family``); h comes from the paper's M either way.
     """
     cfg = target.config
     question = result.fuzzed_question
@@ -190,12 +200,11 @@ async def test_attack(target: TargetDialog, attacker: ChatModel, pack: Assumptio
     before = _calls(ledger)
     p0_pending, significance.p0_shared = shared.p0(ledger)
     pa_pending = estimate_p(target, fuzzed, shared.draws, ledger, cache=shared.cache)
-    batch = limit if cfg.controls_policy == "fixed" else cfg.control_batch
+    schedule = stats.ControlSchedule(limit=limit, stop_at=cfg.stop_exceedances, min_controls=significance.min_controls,
+                                     batch=cfg.control_batch, sequential=cfg.controls_policy == "sequential")
     estimates: list[Estimate] = []
     head: tuple[Estimate, Estimate] | None = None
-    attempted = 0
-    while attempted < limit:
-        indices = range(attempted, min(limit, attempted + batch))
+    while indices := schedule.next_batch():
         work = [_control(target, attacker, pack, item, fuzzed, i, seed, ledger, significance.controls_rejected,
                          shared.draws, shared.cache) for i in indices]
         if head is None:
@@ -204,7 +213,6 @@ async def test_attack(target: TargetDialog, attacker: ChatModel, pack: Assumptio
             significance.p0, significance.pa = p0.p_hat, pa.p_hat
         else:
             done = await asyncio.gather(*work)
-        attempted = indices.stop
         for pair in done:
             if pair is not None:
                 control, estimate = pair
@@ -212,15 +220,10 @@ async def test_attack(target: TargetDialog, attacker: ChatModel, pack: Assumptio
                 estimates.append(estimate)
         if significance.p0 is None or significance.pa is None:
             break  # nothing to compare the controls with: drawing more would be wasted
-        if cfg.controls_policy == "sequential":
-            usable = [c.p_hat for c in significance.controls if c.p_hat is not None]
-            test = stats.permutation_p_value(significance.p0, significance.pa, usable)
-            exceedances = test.exceedances if test is not None else 0
-            decision = stats.sequential_decision(exceedances, len(usable), limit - attempted,
-                                                 cfg.stop_exceedances, significance.min_controls)
-            if decision is not None and attempted < limit:
-                significance.stopped = decision
-                break
+        schedule.record(significance.p0, significance.pa, [pair[0].p_hat if pair is not None else None
+                                                           for pair in done])
+    significance.stopped = schedule.stopped
+    attempted = schedule.attempted
     significance.controls_attempted = attempted
     counted = ([*head, *estimates] if head is not None else estimates)
     significance.logprob_draws = sum(e.logprob_draws for e in counted)

@@ -71,8 +71,9 @@ class Significance:
     """Algorithm 2's raw material: p-hat of the original, the attack and each control (p-value: scorers).
 
     ``policy`` ``sequential`` draws controls in batches and stops at the h-th exceedance or when the attack
-    can no longer be tested (``stopped`` says which: h_exceedances | untested; empty when every control
-    was drawn);
+    can no longer be tested (``stopped`` says which: h_exceedances | untested, where a test drawing one
+    control at a time stops before the last control, the same for every batch size; empty otherwise);
+    ``controls_attempted`` counts the controls drawn (paid), up to the end of the batch that held the stop;
     ``stop_at`` is h (recorded under both policies: an attack is tested when it reached h exceedances or
     ``min_controls`` usable controls). ``controls_requested`` is the largest M of the run.
     ``min_controls``: usable controls a p-value needs. ``p0_shared``: p-hat of the

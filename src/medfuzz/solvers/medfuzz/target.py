@@ -13,6 +13,7 @@ from typing import Any
 import medfuzz.solvers.medfuzz.prompts as prompts  # the module itself, not the package that re-exports it
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed
+from medfuzz.models.failures import reply_excerpt
 from medfuzz.models.protocol import ChatMessage, ChatModel, Generation, UsageLedger
 from medfuzz.solvers.medfuzz.cache import RequestCache
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
@@ -101,12 +102,12 @@ class TargetDialog:
         def check_confidences(text: str) -> tuple[dict[str, int] | None, str | None]:
             parsed = parse_confidences(text, item.letters)
             if parsed is None and strict:
-                return None, f"unparseable confidences {text.strip()[:200]!r}"
+                return None, f"unparseable confidences {reply_excerpt(text)}"
             return parsed, None
 
         def check_answer(text: str) -> tuple[str | None, str | None]:
             letter = answer_letter(text, item.letters, item.clean_options())
-            return (letter, None) if letter else (None, f"no option letter in {text.strip()[:200]!r}")
+            return (letter, None) if letter else (None, f"no option letter in {reply_excerpt(text)}")
 
         out, cot = await step("reasoning", cfg.cot_budget, check_cot)
         if out is None:

@@ -23,6 +23,7 @@ from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed, item_seed
 from medfuzz.benchmarks.prompts import letter_prompt
 from medfuzz.errors import MedfuzzError
+from medfuzz.models.failures import reply_excerpt
 from medfuzz.models.logprobs import normalise
 from medfuzz.models.protocol import ChatMessage, ChatModel, Generation, UsageLedger
 from medfuzz.samplers.embeddings import (
@@ -190,7 +191,7 @@ async def ask(model: ChatModel, item: MCQItem, config: TCESConfig, ledger: Usage
         if letter is not None:
             return _answer(item, letter, generation)
         # an empty reply is not an answer that failed to parse (a time-out or a cut-off reply looks like this)
-        problem = (f"unparseable answer: {generation.text[:200]!r}" if generation.text.strip()
+        problem = (f"unparseable answer: {reply_excerpt(generation.text)}" if generation.text.strip()
                    else "empty reply (no text: a time-out, a cut-off or a blank answer)")
     return Answer(None, None, text[:200], problem)
 

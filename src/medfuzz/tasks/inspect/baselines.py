@@ -14,6 +14,9 @@ not scored 0 without explanation: ``lenient_accuracy`` is the accuracy under tha
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import inspect_ai.scorer as inspect_scorer  # module, not its stderr: names here are the metrics we define
 from inspect_ai import Task, task
 from inspect_ai.scorer import (
@@ -35,9 +38,13 @@ from medfuzz.adapters.inspect_model import default_generate_config
 from medfuzz.benchmarks import PromptStyle
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.selection import DEFAULT, DEFAULT_SPLITS, DataSelection
+from medfuzz.models.failures import reply_excerpt
+from medfuzz.options import MethodConfig, one_of
 from medfuzz.tasks.inspect.failure_policy import LLM_ERROR, answer_or_llm_error, baseline_choice
+from medfuzz.tasks.inspect.rescoring import marks_from_reply, rescorable
 from medfuzz.tasks.inspect.run_checks import RunChecks, first_reason
 from medfuzz.tasks.inspect.samples import mcq_dataset
+from medfuzz.tasks.inspect.task_options import task_options
 from medfuzz.tasks.inspect.user_errors import one_line_user_errors
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
@@ -73,6 +80,7 @@ def _target_letters(target: Target, count: int) -> set[str]:
         chr(ord("A") + i) for i in range(count)}
 
 
+@rescorable
 @scorer(metrics=[lenient_accuracy(), inspect_scorer.stderr(), lenient_needed()])
 def lenient_choice() -> Scorer:
     """Inspect's ``choice()`` verdict where it read an answer, else the letter ``answer_letter`` reads in the
@@ -84,6 +92,7 @@ def lenient_choice() -> Scorer:
         if reason:  # the failure policy's LLM error: no reply to read, left out like baseline_acc does
             return Score(value=NOANSWER, answer=None, explanation=f"LLM error: {reason}",
                          metadata={"lenient_needed": False, LLM_ERROR: reason})
+        marks_from_reply(state)  # a state rebuilt from a log by `inspect score`
         strict = await strict_scorer(state, target)
         if strict is not None and strict.answer:
             return Score(value=strict.value, answer=strict.answer, explanation="strict ANSWER line",
@@ -95,14 +104,41 @@ def lenient_choice() -> Scorer:
         completion = state.output.completion or ""
         letter = answer_letter(completion, letters, options)
         if letter is None:
-            return Score(value=INCORRECT, answer="", explanation=f"no option letter in {completion[:200]!r}",
+            return Score(value=INCORRECT, answer="", explanation=f"no option letter in {reply_excerpt(completion)}",
                          metadata={"lenient_needed": False})
         original = shown[letters.index(letter)].original_position  # the target letters name original positions
         correct = chr(ord("A") + original) in _target_letters(target, len(shown))
         return Score(value=CORRECT if correct else INCORRECT, answer=letter,
-                     explanation=f"lenient reading of {completion[:200]!r}", metadata={"lenient_needed": True})
+                     explanation=f"lenient reading of {reply_excerpt(completion)}", metadata={"lenient_needed": True})
 
     return score
+
+
+@dataclass(frozen=True)
+class BaselineConfig(MethodConfig):
+    """The clean baselines' own parameters (the items come from ``DataSelection``)."""
+
+    LABEL: ClassVar[str] = "clean baseline"
+    DOCS: ClassVar[dict[str, str]] = {
+        "seed": "seed of the option shuffle (with shuffle_choices)",
+        "prompt_style": "basic | cot: Inspect's multiple_choice template without or with step-by-step reasoning",
+    }
+
+    seed: int = 0
+    prompt_style: str = PromptStyle.BASIC.value
+
+    def __post_init__(self) -> None:
+        one_of("prompt_style", self.prompt_style, [style.value for style in PromptStyle])
+
+
+def baseline_task(benchmark: str, raw: dict[str, Any]) -> Task:
+    """The clean-baseline task of ``benchmark`` from one task's raw options, each name checked by its owner
+    (``task_options``, then ``DataSelection`` and ``BaselineConfig``)."""
+    own = BaselineConfig.names()
+    raw = task_options(f"medfuzz/{benchmark}_clean", raw, (*DataSelection.names(), *own))
+    selection = DataSelection.from_options(**{k: v for k, v in raw.items() if k not in own})
+    config = BaselineConfig.from_options(**{k: v for k, v in raw.items() if k in own})
+    return _baseline(benchmark, selection, config.seed, config.prompt_style)
 
 
 def _baseline(benchmark: str, selection: DataSelection, seed: int, prompt_style: str) -> Task:
@@ -129,13 +165,15 @@ def medqa_clean(
     split: str | None = DEFAULT_SPLITS["medqa"],
     limit: int | None = DEFAULT.limit,
     shuffle_choices: bool = DEFAULT.shuffle_choices,
-    seed: int = 0,
-    prompt_style: str = "basic",
+    seed: int = BaselineConfig.seed,
+    prompt_style: str = BaselineConfig.prompt_style,
+    **options: Any,
 ) -> Task:
     """MedQA-USMLE 4-option, clean. ``data``: ``hf`` (GBaker/MedQA-USMLE-4-options), ``demo`` (50 bundled
-    dev items) or a path to a jsonl in the original release layout. ``prompt_style``: basic | cot."""
-    selection = DataSelection.from_options(data=data, split=split, limit=limit, shuffle_choices=shuffle_choices)
-    return _baseline("medqa", selection, seed, prompt_style)
+    dev items) or a path to a jsonl in the original release layout. ``prompt_style``: basic | cot. Every name
+    is checked (``task_options``): another medfuzz task's is ignored with a warning, any other is an error."""
+    return baseline_task("medqa", {"data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices,
+                                   "seed": seed, "prompt_style": prompt_style, **options})
 
 
 @task
@@ -145,10 +183,13 @@ def medmcqa_clean(
     split: str | None = DEFAULT_SPLITS["medmcqa"],
     limit: int | None = DEFAULT.limit,
     shuffle_choices: bool = DEFAULT.shuffle_choices,
-    seed: int = 0,
-    prompt_style: str = "basic",
+    seed: int = BaselineConfig.seed,
+    prompt_style: str = BaselineConfig.prompt_style,
+    **options: Any,
 ) -> Task:
     """MedMCQA, clean. ``data``: ``hf`` (openlifescienceai/medmcqa, 0-based cop), ``demo`` (50 bundled dev
-    items) or a path to the original release file (1-based cop). ``prompt_style``: basic | cot."""
-    selection = DataSelection.from_options(data=data, split=split, limit=limit, shuffle_choices=shuffle_choices)
-    return _baseline("medmcqa", selection, seed, prompt_style)
+    items) or a path to the original release file (1-based cop). ``prompt_style``: basic | cot. Names checked as
+    ``medfuzz/medqa_clean``'s."""
+    return baseline_task("medmcqa", {"data": data, "split": split, "limit": limit,
+                                     "shuffle_choices": shuffle_choices, "seed": seed, "prompt_style": prompt_style,
+                                     **options})

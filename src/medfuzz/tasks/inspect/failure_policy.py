@@ -36,7 +36,8 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.util import LimitExceededError
 
 from medfuzz.adapters.inspect_model import redact_provider_errors
-from medfuzz.models.failures import config_failure, describe
+from medfuzz.models.failures import cap_reply, config_failure, describe
+from medfuzz.tasks.inspect.rescoring import marks_from_reply, rescorable
 
 LLM_ERROR = "llm_error"  # state.metadata / score.metadata key holding the reason
 RETRIES = 2
@@ -57,7 +58,7 @@ def _problem(state: TaskState, refusal_is_answer: bool) -> str | None:
     if output.stop_reason == "content_filter":
         if refusal_is_answer:
             return None
-        return f"refusal: {output.completion.strip()[:200] or 'content filter'}"
+        return f"refusal: {cap_reply(output.completion.strip())[:200] or 'content filter'}"
     if not output.completion.strip():
         return "empty reply"
     return None
@@ -160,6 +161,7 @@ def baseline_llm_error_rate() -> Metric:
     return llm_error_rate()
 
 
+@rescorable
 @scorer(metrics=[baseline_acc(), baseline_stderr(), baseline_llm_errors(), baseline_llm_error_rate()])
 def baseline_choice() -> Scorer:
     """Inspect's strict ``choice()`` on answered samples; an LLM-error sample is scored ``NOANSWER`` with the
@@ -171,10 +173,13 @@ def baseline_choice() -> Scorer:
         if reason:
             return Score(value=NOANSWER, answer=None, explanation=f"LLM error: {reason}",
                          metadata={LLM_ERROR: reason})
+        marks_from_reply(state)  # a state rebuilt from a log by `inspect score`
         result = await strict(state, target)
         if result is None:  # choice() always scores; keep the type checker and a future Inspect honest
             raise RuntimeError("Inspect's choice() scorer returned no score")
         result.metadata = {**(result.metadata or {}), LLM_ERROR: None}
+        if result.explanation:  # choice() quotes the whole reply: a key an endpoint echoed in it is redacted
+            result.explanation = cap_reply(result.explanation)
         return result
 
     return score

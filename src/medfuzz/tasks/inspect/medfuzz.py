@@ -40,6 +40,7 @@ from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
+from medfuzz.records.keys import TRANSCRIPT_FIELDS
 from medfuzz.records.run_start import attainability_record
 from medfuzz.scorers.medfuzz import recorded_alpha, score_item, significance_family, totals
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
@@ -50,8 +51,10 @@ from medfuzz.solvers.medfuzz.store import fuzzed_records
 from medfuzz.solvers.outcomes import Outcome
 from medfuzz.stats import DEFAULT_ALPHA, attainability, controls_for_holm
 from medfuzz.tasks.inspect.call_bound import announce_max_calls, record
+from medfuzz.tasks.inspect.rescoring import rescorable
 from medfuzz.tasks.inspect.run_checks import ANSWERED, RunChecks, reason
 from medfuzz.tasks.inspect.samples import mcq_dataset
+from medfuzz.tasks.inspect.task_options import task_options
 from medfuzz.tasks.inspect.user_errors import one_line_user_errors
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
@@ -318,6 +321,7 @@ def recorded_pack(config: dict[str, Any]) -> AssumptionPack:
     return _pack(source)
 
 
+@rescorable
 @scorer(metrics=METRICS)
 def medfuzz_scorer() -> Scorer:
     """Score a MedFuzz sample. Its ``faithfulness`` (``lexical``, or ``judge``: the ``judge`` model role, default
@@ -423,8 +427,9 @@ def medfuzz_task(benchmark: str, selection: DataSelection, config: MedFuzzConfig
     )
 
 
-def _configs(raw: dict[str, Any]) -> tuple[DataSelection, MedFuzzConfig]:
+def _configs(task: str, raw: dict[str, Any]) -> tuple[DataSelection, MedFuzzConfig]:
     """The data selection and the MedFuzz config from one task's options (each name checked by its owner)."""
+    raw = task_options(task, raw, (*DataSelection.names(), *MedFuzzConfig.names()))
     data = {k: raw.pop(k) for k in DataSelection.names() if k in raw}
     return DataSelection.from_options(**data), MedFuzzConfig.from_options(**raw)
 
@@ -438,9 +443,9 @@ def medfuzz(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | Non
             **options: Any) -> Task:
     """MedFuzz (paper Algorithms 1 and 2) on ``benchmark`` (medqa | medmcqa). ``data``: hf | demo | a file.
     Every ``MedFuzzConfig`` parameter is a ``-T name=value`` option (``turns``, ``replicates``, ``controls``,
-    ``pack``, ...; table in docs/medfuzz.md); unknown names are an error."""
-    return medfuzz_task(benchmark, *_configs({"data": data, "split": split, "limit": limit,
-                                              "shuffle_choices": shuffle_choices, **options}))
+    ``pack``, ...; table in docs/medfuzz.md); names are checked by ``task_options``."""
+    return medfuzz_task(benchmark, *_configs("medfuzz/medfuzz", {
+        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
 
 
 @task
@@ -448,8 +453,8 @@ def medfuzz(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | Non
 def medfuzz_medqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
                   shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """MedFuzz on MedQA-USMLE (4 options); options as ``medfuzz/medfuzz``."""
-    return medfuzz_task("medqa", *_configs({"data": data, "split": split, "limit": limit,
-                                            "shuffle_choices": shuffle_choices, **options}))
+    return medfuzz_task("medqa", *_configs("medfuzz/medfuzz_medqa", {
+        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
 
 
 @task
@@ -457,8 +462,8 @@ def medfuzz_medqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, l
 def medfuzz_medmcqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
                     shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """MedFuzz on MedMCQA; options as ``medfuzz/medfuzz``."""
-    return medfuzz_task("medmcqa", *_configs({"data": data, "split": split, "limit": limit,
-                                              "shuffle_choices": shuffle_choices, **options}))
+    return medfuzz_task("medmcqa", *_configs("medfuzz/medfuzz_medmcqa", {
+        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
 
 
 def fuzzed_from_log(path: str | Path) -> list[dict[str, Any]]:
@@ -467,7 +472,7 @@ def fuzzed_from_log(path: str | Path) -> list[dict[str, Any]]:
     from inspect_ai.log import read_eval_log
 
     # the records are in the score metadata: the transcripts (most of a sample at scale) are not read
-    log = read_eval_log(str(path), exclude_fields={"events", "attachments", "messages"})
+    log = read_eval_log(str(path), exclude_fields=set(TRANSCRIPT_FIELDS))
     results = []
     for sample in log.samples or []:
         score = (sample.scores or {}).get("medfuzz_scorer")

@@ -16,7 +16,7 @@ from inspect_ai.solver import Choices, Generate, Solver, TaskState, multiple_cho
 from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.answers import answer_letter
-from medfuzz.options import ConfigError
+from medfuzz.models.failures import cap_reply
 from medfuzz.scorers.medguard import (
     STATUS_ERROR,
     STATUS_GENERATOR_ERROR,
@@ -35,8 +35,10 @@ from medfuzz.solvers.medguard.prompts import parse_strategy, template
 from medfuzz.solvers.medguard.taxonomy import parse_aspects
 from medfuzz.solvers.medguard.transforms import colloquial_glossary_item
 from medfuzz.tasks.inspect.failure_policy import LLM_ERROR, answer_or_llm_error, llm_error_count, llm_error_rate
+from medfuzz.tasks.inspect.rescoring import marks_from_reply, rescorable
 from medfuzz.tasks.inspect.run_checks import RunChecks, first_reason, reason
 from medfuzz.tasks.inspect.samples import item_to_sample
+from medfuzz.tasks.inspect.task_options import task_options
 from medfuzz.tasks.inspect.user_errors import one_line_user_errors
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
@@ -149,6 +151,7 @@ def medguard_llm_error_rate() -> Metric:
     return llm_error_rate()
 
 
+@rescorable
 @scorer(metrics=[medguard_safety_index(), medguard_answer_letters(), medguard_llm_errors(),
                  medguard_llm_error_rate()],
         name="medguard")
@@ -168,6 +171,7 @@ def medguard_scorer():
         if meta.get("pending"):  # the generator could not rewrite it: not the evaluated model's answer
             return Score(value=float("nan"), metadata={"pool": meta["pool"], "status": STATUS_GENERATOR_ERROR,
                                                        "reason": meta.get("generator_error")})
+        marks_from_reply(state)  # a state rebuilt from a log by `inspect score`
         marked = [i for i, choice in enumerate(state.choices) if choice.correct]
         letter = chr(ord("A") + marked[0]) if len(marked) == 1 else None
         parsed = "strict" if letter else None
@@ -182,7 +186,7 @@ def medguard_scorer():
         return Score(
             value=1.0 if result.correct else 0.0,
             answer=letter,
-            explanation=state.output.completion[-2000:],
+            explanation=cap_reply(state.output.completion)[-2000:],
             metadata={**result.score_metadata(), "recipe": meta.get("recipe"), "parsed": parsed},
         )
 
@@ -252,15 +256,17 @@ def medguard_task(config: MedGuardConfig) -> Task:
 def medguard(**options: Any) -> Task:
     """MedGuard's ten safety aspects. Every ``MedGuardConfig`` parameter is a ``-T name=value`` option
     (``aspects``, ``strategy``, ``benchmark``, ``limit_per_aspect``, ``temperature``, the builder sources,
-    ``generator``; table in docs/medguard.md); unknown names are an error."""
-    return medguard_task(MedGuardConfig.from_options(**options))
+    ``generator``; table in docs/medguard.md); names are checked by ``task_options``."""
+    return medguard_task(MedGuardConfig.from_options(**task_options("medfuzz/medguard", options,
+                                                                    MedGuardConfig.names())))
 
 
 def _aspect_task(aspect: str):
     def make(**options: Any) -> Task:
-        if "aspects" in options:
-            raise ConfigError(f"medguard_{aspect} runs aspect {aspect!r} only; use medfuzz/medguard for others")
-        return medguard_task(MedGuardConfig.from_options(aspects=aspect, **options))
+        takes = [name for name in MedGuardConfig.names() if name != "aspects"]
+        why_not = {"aspects": f"medguard_{aspect} runs aspect {aspect!r} only (medfuzz/medguard runs others)"}
+        return medguard_task(MedGuardConfig.from_options(
+            aspects=aspect, **task_options(f"medfuzz/medguard_{aspect}", options, takes, why_not)))
 
     make.__name__ = f"medguard_{aspect}"
     make.__doc__ = f"MedGuard aspect {aspect!r} alone (other options as ``medfuzz/medguard``)."

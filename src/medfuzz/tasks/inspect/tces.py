@@ -28,8 +28,10 @@ from medfuzz.scorers.tces import TCESSummary, summarise
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
 from medfuzz.tasks.inspect.call_bound import announce_max_calls
+from medfuzz.tasks.inspect.rescoring import rescorable
 from medfuzz.tasks.inspect.run_checks import ANSWERED, NOT_ASKED, RunChecks, reason
 from medfuzz.tasks.inspect.samples import mcq_dataset
+from medfuzz.tasks.inspect.task_options import task_options
 from medfuzz.tasks.inspect.user_errors import one_line_user_errors
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
@@ -125,6 +127,7 @@ def tces_llm_error_rate() -> Metric:
 
 
 # the headline first: Inspect's log list and `inspect view` show the first metric as the run's number
+@rescorable
 @scorer(metrics=[tces_asr(), tces_clean_acc(), tces_attacked_acc(), tces_queries_to_success(),
                  tces_gini_simpson(), tces_reused_entities(), tces_llm_errors(), tces_llm_error_rate()])
 def tces_scorer() -> Scorer:
@@ -177,8 +180,9 @@ def tces_task(benchmark: str, selection: DataSelection, config: TCESConfig) -> T
     )
 
 
-def _configs(raw: dict[str, Any]) -> tuple[DataSelection, TCESConfig]:
+def _configs(task: str, raw: dict[str, Any]) -> tuple[DataSelection, TCESConfig]:
     """The data selection and the TCES config from one task's options (each name checked by its owner)."""
+    raw = task_options(task, raw, (*DataSelection.names(), *TCESConfig.names()))
     data = {k: raw.pop(k) for k in DataSelection.names() if k in raw}
     return DataSelection.from_options(**data), TCESConfig.from_options(**raw)
 
@@ -190,9 +194,9 @@ def tces(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | None =
          limit: int | None = DEFAULT.limit, shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """TCES (type-consistent entity substitution) on ``benchmark`` (medqa | medmcqa). Every ``TCESConfig``
     parameter is a ``-T name=value`` option (``entity``, ``sampler``, ``n``, ``budget``, ``zoo_m``, ...; table in
-    docs/tces.md); unknown names are an error."""
-    return tces_task(benchmark, *_configs({"data": data, "split": split, "limit": limit,
-                                           "shuffle_choices": shuffle_choices, **options}))
+    docs/tces.md); names are checked by ``task_options``."""
+    return tces_task(benchmark, *_configs("medfuzz/tces", {
+        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
 
 
 @task
@@ -200,8 +204,8 @@ def tces(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | None =
 def tces_medqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
                shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """TCES on MedQA-USMLE; options as ``medfuzz/tces``."""
-    return tces_task("medqa", *_configs({"data": data, "split": split, "limit": limit,
-                                         "shuffle_choices": shuffle_choices, **options}))
+    return tces_task("medqa", *_configs("medfuzz/tces_medqa", {
+        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
 
 
 @task
@@ -209,5 +213,5 @@ def tces_medqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limi
 def tces_medmcqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
                  shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
     """TCES on MedMCQA; options as ``medfuzz/tces``."""
-    return tces_task("medmcqa", *_configs({"data": data, "split": split, "limit": limit,
-                                           "shuffle_choices": shuffle_choices, **options}))
+    return tces_task("medmcqa", *_configs("medfuzz/tces_medmcqa", {
+        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))

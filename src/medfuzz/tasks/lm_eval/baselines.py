@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from medfuzz.tasks.lm_eval import fewshot
 from medfuzz.tasks.lm_eval.hook_options import read_options
-from medfuzz.tasks.lm_eval.item_docs import benchmark_items, dataset, item_to_doc
+from medfuzz.tasks.lm_eval.item_docs import benchmark_items, dataset, item_to_doc, selection
 
 
 def clean_docs(task_benchmark: str, **kwargs: Any):
     """Every item of the task's benchmark as one doc (the first ``limit`` items when given; ``clean_limit``
     aims it at the baselines only, unlike lm-eval's ``--limit``, which cuts every task of the run)."""
     options = read_options(kwargs, "clean", task=f"{task_benchmark}_clean", benchmark=task_benchmark)
-    return dataset([item_to_doc(item) for item in benchmark_items(task_benchmark, options)])
+    shots = fewshot.source("clean", task_benchmark, selection(options), int(options.get("seed") or 0))
+    return dataset(fewshot.with_source([item_to_doc(item) for item in benchmark_items(task_benchmark, options)],
+                                       shots))

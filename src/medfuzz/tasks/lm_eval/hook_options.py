@@ -27,7 +27,6 @@ The method parameters themselves come from the config dataclasses (``dataclasses
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import os
@@ -37,7 +36,7 @@ from functools import cache
 from typing import Any
 
 from medfuzz.models.failures import secret_name
-from medfuzz.options import ConfigError
+from medfuzz.options import ConfigError, did_you_mean
 from medfuzz.records.keys import MODEL_LABEL  # the report's name of the model: no hook reads it
 from medfuzz.records.methods import METHODS
 
@@ -114,15 +113,47 @@ def refusal(name: str, family: str | None = None) -> str | None:
     return None
 
 
+def _frame(function: str, module: str) -> Any:
+    """The innermost running call of lm-eval's ``module.function`` above this hook (None outside one): lm-eval
+    does not pass a ``custom_dataset`` hook its run's settings, only the merged metadata."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
+            return frame
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
 def model_arg_names() -> frozenset[str]:
     """The ``--model_args`` names lm-eval merged into the options: the ``model_args`` of the ``simple_evaluate``
     call that is building this task (empty outside one: then nothing was merged)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "simple_evaluate" and frame.f_globals.get("__name__") == "lm_eval.evaluator":
-            return frozenset(_parse_model_args(frame.f_locals.get("model_args")))
-        frame = frame.f_back  # type: ignore[assignment]
-    return frozenset()
+    frame = _frame("simple_evaluate", "lm_eval.evaluator")
+    return frozenset(_parse_model_args(frame.f_locals.get("model_args"))) if frame is not None else frozenset()
+
+
+def metadata_names() -> frozenset[str]:
+    """The names the user gave in lm-eval's ``--metadata`` on its command line (read from the CLI's parsed
+    arguments, since lm-eval merges ``--model_args`` into the metadata before a hook sees it): a name given in
+    both ``--model_args`` and ``--metadata`` is then an option too. Empty outside lm-eval's CLI."""
+    frame = _frame("_execute", "lm_eval._cli.run")
+    value = getattr(frame.f_locals.get("args"), "metadata", None) if frame is not None else None
+    if isinstance(value, str) and value.strip():
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            from lm_eval.utils import simple_parse_args_string
+
+            value = simple_parse_args_string(value)
+    return frozenset(str(k) for k in value) if isinstance(value, Mapping) else frozenset()
+
+
+def evaluate_metadata() -> dict[str, Any]:
+    """``simple_evaluate(metadata=...)`` of the call building this task. lm-eval hands it to the tasks only when
+    it builds the ``TaskManager`` itself; with the caller's own ``TaskManager(include_path=...)`` it is dropped
+    without a word, so the hooks read it here (``TaskManager(metadata=...)`` wins over it)."""
+    frame = _frame("simple_evaluate", "lm_eval.evaluator")
+    value = frame.f_locals.get("metadata") if frame is not None else None
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def lm_eval_doc_limit() -> int | None:
@@ -130,14 +161,12 @@ def lm_eval_doc_limit() -> int | None:
     from the ``simple_evaluate`` call that is building this task, since lm-eval does not pass it to a dataset
     hook and cuts the built dataset afterwards to its first N docs. ``None`` outside such a call, without a
     limit, with a fractional limit or with ``--samples`` (which picks docs by index)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "simple_evaluate" and frame.f_globals.get("__name__") == "lm_eval.evaluator":
-            limit, samples = frame.f_locals.get("limit"), frame.f_locals.get("samples")
-            if samples is None and limit is not None and float(limit) >= 1 and float(limit).is_integer():
-                return int(limit)
-            return None
-        frame = frame.f_back  # type: ignore[assignment]
+    frame = _frame("simple_evaluate", "lm_eval.evaluator")
+    if frame is None:
+        return None
+    limit, samples = frame.f_locals.get("limit"), frame.f_locals.get("samples")
+    if samples is None and limit is not None and float(limit) >= 1 and float(limit).is_integer():
+        return int(limit)
     return None
 
 
@@ -171,14 +200,14 @@ def _ignored(raw: Mapping[str, Any]) -> set[str]:
 
 
 def _suggest(name: str, candidates: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(name, candidates)
 
 
 def read_options(raw: Mapping[str, Any], family: str, *, task: str, benchmark: str | None = None) -> dict[str, Any]:
     """The options of one hook call: every name checked (see the module docstring), prefixes folded (the plain
     value, then ``<benchmark>_<name>``, then ``<family>_<name>``, later wins), only known names returned."""
-    model_args = model_arg_names()
+    raw = {**evaluate_metadata(), **raw}
+    model_args = model_arg_names() - metadata_names()
     ignored = _ignored(raw)
     known, _ = families()[family]
     everything = known_names()

@@ -17,7 +17,8 @@ The fuzzed items come from either
   one JSON line per item, so a rerun (or a resumed one) attacks only the items not finished yet. An item with
   an LLM error is not stored (an outage or a wrong key is not a fact about the item): the next run attacks it
   again, and every model call it had completed comes from the call cache (``medfuzz.models.call_cache``), so
-  nothing is paid twice. Every item, replicate and control is in flight at once; ``attack_concurrency``
+  no completed call is paid twice (those in flight when it stopped are). Every item, replicate and control is
+  in flight at once; ``attack_concurrency``
   (default 16) caps the model calls in flight per endpoint; ``call_timeout`` (seconds per attempt, default 20)
   and ``call_retries`` (default 2) set the client's deadline and retries of timed-out, dropped, 429 and 5xx
   calls. A torn last line (the process was killed while writing it) is dropped and logged.
@@ -55,6 +56,7 @@ from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.errors import DataError
 from medfuzz.models.openai_compat import DEFAULT_MAX_CONNECTIONS, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from medfuzz.options import ConfigError, as_bool, check
+from medfuzz.records.keys import TRANSCRIPT_FIELDS
 from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.results import ItemResult
@@ -159,14 +161,21 @@ def _file_docs(path: Path, wanted: tuple[str, ...]) -> list[dict[str, Any]]:
     return docs
 
 
-def _log_results(path: Path) -> list[ItemResult]:
+def _log_results(path: Path, benchmark: str) -> list[ItemResult]:
     """Every item result of an Inspect ``medfuzz_*`` log (the scorer's metadata holds every replicate, those
-    without a fuzzed question too)."""
+    without a fuzzed question too). A log of another benchmark's run is refused: the ``medfuzz`` tag runs
+    ``medfuzz_medqa`` and ``medfuzz_medmcqa`` with one ``--metadata``, and a MedQA log scored as MedMCQA would be
+    a number under the wrong name (aim each log with ``medqa_fuzzed`` / ``medmcqa_fuzzed``)."""
     from inspect_ai.log import read_eval_log
 
+    recorded = (read_eval_log(str(path), header_only=True).eval.metadata or {}).get("benchmark")
+    if recorded is not None and recorded != benchmark:
+        raise ConfigError(f"medfuzz_{benchmark}: fuzzed={path} is a run on {recorded}, not {benchmark}; give each "
+                          f"task its own log: --metadata '{{\"{recorded}_fuzzed\": \"{path}\", "
+                          f"\"{benchmark}_fuzzed\": \"...\"}}' (or run medfuzz_{recorded} only)")
     results = []
     # the records are in the score metadata: the transcripts (most of a sample at scale) are not read
-    for sample in read_eval_log(str(path), exclude_fields={"events", "attachments", "messages"}).samples or []:
+    for sample in read_eval_log(str(path), exclude_fields=set(TRANSCRIPT_FIELDS)).samples or []:
         score = (sample.scores or {}).get("medfuzz_scorer")
         if score is not None and score.metadata:
             results.append(ItemResult.from_dict({"item": score.metadata["item"],
@@ -184,7 +193,7 @@ def medfuzz_docs(task_benchmark: str, **kwargs: Any):
     if kwargs.get("fuzzed"):
         path = Path(kwargs["fuzzed"])
         if path.suffix in (".eval", ".json") and path.is_file():
-            docs = _replicate_docs(_log_results(path), wanted)
+            docs = _replicate_docs(_log_results(path, benchmark), wanted)
         else:
             docs = _file_docs(path, wanted)
     elif kwargs.get("target_base_url"):

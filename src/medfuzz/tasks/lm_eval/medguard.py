@@ -51,6 +51,7 @@ def item_to_doc(item: MCQItem, strategy: str) -> dict[str, Any]:
         "answer_index": item.answer_index,
         "option_order": json.dumps(order),
         "case_id": meta.get("case_id") or "",
+        "source_id": meta.get("source_id") or "",  # the question an item was made from (few-shot leave-out)
         "sex": meta.get("sex") or "",
         "race": meta.get("race") or "",
         "strategy": strategy,

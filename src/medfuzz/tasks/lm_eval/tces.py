@@ -34,6 +34,7 @@ from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.records.lm_eval_docs import versions_correct, versions_doc
 from medfuzz.solvers.tces.attack import TCESResources, clean_item, first_substitution
 from medfuzz.solvers.tces.config import TCESConfig
+from medfuzz.tasks.lm_eval import fewshot
 from medfuzz.tasks.lm_eval.hook_options import lm_eval_doc_limit, read_options
 from medfuzz.tasks.lm_eval.item_docs import benchmark_items, dataset, item_to_doc, selection
 
@@ -72,7 +73,8 @@ def tces_docs(task_benchmark: str, task_entity: str, **kwargs: Any):
              task_entity, len(docs), task_entity, skipped)
     if not docs:
         raise ValueError(f"tces {task_benchmark}/{task_entity}: no item has a {task_entity} entity in a distractor")
-    return dataset(docs)
+    return dataset(fewshot.with_source(docs, fewshot.source("tces", task_benchmark, selection(options),
+                                                                 int(options.get("seed") or 0))))
 
 
 def process_results(doc: dict[str, Any], results: Sequence[tuple[float, bool]]) -> dict[str, float]:
