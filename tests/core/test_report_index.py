@@ -279,6 +279,9 @@ def test_summary_json_and_model_index_hold_the_page_numbers(report: Path, logs: 
     assert not Path(medfuzz["sources"][0]).is_absolute()
     asr = medfuzz["numbers"]["medfuzz_asr"]
     assert (asr["k"], asr["n"], asr["value"]) == (2, 2, 1.0) and asr["ci95"] == pytest.approx([0.3424, 1.0], abs=1e-4)
+    # the replicates that ended as LLM errors, beside the accuracies they are left out of (none here)
+    errors = medfuzz["numbers"]["medfuzz_llm_error_rate"]
+    assert (errors["k"], errors["n"], errors["value"]) == (0, 2, 0.0)
     # the data each number was computed on: a user's file by its name, the demo rows as what they are
     assert medfuzz["data"] == {"benchmark": "medqa", "source": "file", "hub_id": None, "split": None, "items": 1,
                                "file": "item.jsonl"}

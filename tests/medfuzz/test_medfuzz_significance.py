@@ -319,3 +319,14 @@ def test_alpha_has_one_reader() -> None:
     readers = [str(p.relative_to(root)) for p in root.rglob("*.py") if "validation" not in p.parts
                and re.search(r"""\.get\(["']alpha["']""", p.read_text(encoding="utf-8"))]
     assert readers == ["scorers/medfuzz.py"], readers
+
+
+def test_the_llm_error_share_is_a_headline_count_over_every_replicate() -> None:
+    """3 of 4 replicates ended as LLM errors: the first screen (and the terminal, which prints it) says so, beside
+    accuracies computed over the one usable replicate."""
+    from medfuzz.scorers.medfuzz import counts, totals
+
+    values = [{"replicates": 2, "llm_error": 2, "valid": 0}, {"replicates": 2, "llm_error": 1, "valid": 1,
+                                                               "clean_correct": 1, "clean_answered": 1}]
+    assert counts(values, 3)["llm_error_rate"] == (3, 4)
+    assert totals(values, 3)["llm_error_rate"] == 0.75

@@ -256,7 +256,9 @@ def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
     if tested:
         numbers.append(count_number("medfuzz_significant_paper", summary["significant_paper"]))
     numbers += [count_number("medfuzz_untested_attacks", untested),
-                share("medfuzz_unfaithful_rate", *found["unfaithful_rate"])]
+                share("medfuzz_unfaithful_rate", *found["unfaithful_rate"]),
+                # replicates that ended as LLM errors are outside every accuracy: a run where most did must say so
+                share("medfuzz_llm_error_rate", *found["llm_error_rate"])]
     smallest = summary.get("smallest_p")
     unreachable = isinstance(smallest, float) and smallest == smallest and smallest > alpha
     if isinstance(smallest, float) and smallest == smallest:
