@@ -91,11 +91,23 @@ def test_an_unwritable_or_full_out_is_one_line(tmp_path: Path, monkeypatch: pyte
 
 
 def test_a_dry_run_prints_the_bound_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    done = run_suite_plan(small(tmp_path / "out"), RunOptions(dry_run=True), never, never)
+    done = run_suite_plan(small(tmp_path / "out"), RunOptions(dry_run=True, preflight=False), never, never)
     printed = capsys.readouterr().out
     assert (done.code, done.error, done.logs) == (0, None, {})
     assert "  clean baseline       2 samples  at most          2 calls  (target 2)" in printed
-    assert "dry run: no model was called and nothing was written" in printed
+    assert "  clean baseline  ~        2 calls (as the bound)  (target 2)" in printed  # the estimate beside it
+    assert "dry run: no model was asked a question and nothing was written" in printed
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dry_run_checks_the_models_as_a_run_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The dry run makes the checks a run makes before its first paid call (``--no-preflight`` skips them): an
+    endpoint with no URL is the same one line, before the tasks are built, and nothing is written."""
+    monkeypatch.delenv("VLLM_BASE_URL", raising=False)
+    done = run_suite_plan(small(tmp_path / "out"), RunOptions(dry_run=True), never, never)
+    assert done.code == 1 and (done.error or "").startswith("openai-api/vllm/m: set VLLM_BASE_URL")
+    assert "samples  at most" not in capsys.readouterr().out
     assert not (tmp_path / "out").exists()
 
 

@@ -54,9 +54,10 @@ def _run_installed(args: argparse.Namespace) -> int:
 
     try:
         plan = plan_from(args)
+        how = flag_values(RunOptions, args)  # --price and --expect are read here: a typo is one line
     except MedfuzzError as err:
         raise SystemExit(f"medfuzz run: {err}") from None
-    done = execute(plan, **flag_values(RunOptions, args))
+    done = execute(plan, **how)
     if done.error is not None:
         raise SystemExit(f"medfuzz run: {done.error}")
     if done.index is not None:

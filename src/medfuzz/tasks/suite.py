@@ -415,14 +415,20 @@ def create_task(name: str, args: Mapping[str, Any]) -> Any:
     return registry_create("task", name, **args)
 
 
-def build_tasks(plan: SuitePlan) -> list[tuple[SuiteRun, Any]]:
+def build_tasks(plan: SuitePlan, planning: bool = False) -> list[tuple[SuiteRun, Any]]:
     """(run, Inspect Task) for every run; each task's metadata names its run (``SUITE_KEY``), which is how
     ``suite_logs`` finds the logs again (metadata is not part of eval_set's task identifier). Each task is built
     from its registry name (``create_task``): the same Task, name and task args as calling the ``@task``
-    function."""
+    function. ``planning``: tasks for the dry run's bound and estimate, never run (``tasks.inspect.planning``:
+    TCES does not embed its vocabulary); the same samples as a run's."""
+    import contextlib
+
+    from medfuzz.tasks.inspect.planning import planning_only
+
     built = []
     for run in plan.runs():
-        task = create_task(run.task, run.args)
+        with planning_only() if planning else contextlib.nullcontext():
+            task = create_task(run.task, run.args)
         task.metadata = {**(task.metadata or {}), SUITE_KEY: run.label}
         if plan.shard is not None:
             task = shard_task(task, *plan.shard)

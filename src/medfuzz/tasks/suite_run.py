@@ -26,7 +26,7 @@ from typing import Any
 from medfuzz.errors import MedfuzzError
 from medfuzz.options import ConfigError, flag
 from medfuzz.records.methods import METHODS
-from medfuzz.tasks import suite
+from medfuzz.tasks import suite, suite_cost
 from medfuzz.tasks.suite import SuitePlan
 
 # (plan, the suite label -> its finished run's log header, the lm-eval folder or None, the model) -> its lines
@@ -56,11 +56,22 @@ class RunOptions:
     report: bool = field(default=True, metadata=flag("skip medfuzz report at the end", name="--no-report",
                                                      switch=True))
     dry_run: bool = field(default=False, metadata=flag(
-        "print the plan (runs, items, the most model calls each can make) and stop: no model is called, nothing "
-        "is written", switch=True))
+        "print the plan (runs, items, the most model calls each can make, the calls and tokens expected) after the "
+        "checks before the first paid call (--no-preflight skips them), and stop: nothing is written and no model "
+        "is asked a question (the checks list the endpoints' models)", switch=True))
     preflight: bool = field(default=True, metadata=flag(
         "skip the checks before the first paid call (endpoint reachable, key accepted, lm-eval model arguments "
         "and tokenizer)", name="--no-preflight", switch=True))
+    # the cost estimate printed beside the bound (``suite_cost``): prices per model, what is known of the model
+    price: Mapping[str, tuple[float, float]] = field(default_factory=dict, metadata=flag(
+        "a model's price per 1,000 input and output tokens (once per model: the target, the attacker), so that the "
+        "plan and the run's start print the expected and the worst-case cost beside the calls",
+        metavar="MODEL=IN/OUT", many=True, parse=suite_cost.parse_prices))
+    expect: Mapping[str, float] = field(default_factory=dict, metadata=flag(
+        "what you know of the model, used by the cost estimate instead of its assumptions: "
+        + ", ".join(suite_cost.EXPECT_NAMES) + " (e.g. accuracy=0.8,asr=0.2: its clean accuracy and MedFuzz's "
+        "attack success rate; docs/usage.md, What a run will cost)",
+        metavar="NAME=VALUE[,...]", many=True, parse=suite_cost.parse_expect))
     lm_eval_limits: Mapping[str, int] = field(default_factory=dict)  # over the level's lm-eval --metadata limits
 
 
@@ -139,7 +150,7 @@ def _stoppable(plan: SuitePlan, how: RunOptions, summary_lines: SummaryLines | N
                           "--lm-eval out to compare the models in Inspect")
     try:  # from the first step: Ctrl-C while the tasks load (TCES embeds its vocabulary) ends as cleanly
         if how.dry_run:
-            return _dry_run(plan, lm)
+            return _dry_run(plan, lm, how)
         with folder_lock(plan.out):
             return _execute(plan, lm, how, started, summary_lines, write_report)
     except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM / SIGHUP (turned into it); the server is stopped
@@ -160,15 +171,20 @@ def _header(plan: SuitePlan) -> None:
           f"max_tasks {settings['max_tasks'] or 'eval_set default'} ({backend.why})", flush=True)
 
 
-def _dry_run(plan: SuitePlan, lm: suite.LmEvalPlan | None) -> RunOutcome:
-    """The plan and its bound, with no model called and nothing written."""
+def _dry_run(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions) -> RunOutcome:
+    """The plan, its bound and its expected cost, after the checks (``--no-preflight`` skips them), with no question
+    asked and nothing written. The tasks are built for a plan (``build_tasks(planning=True)``: TCES does not embed
+    its vocabulary), with the samples, the configs and so the bound of the real run."""
     _header(plan)
-    built = suite.build_tasks(plan)
+    if how.preflight:
+        _preflight(plan, lm)
+    built = suite.build_tasks(plan, planning=True)
     bound = suite.bound(built, plan.models)
     print("dry run: the runs, their items and the most model calls each can make (attacks that stop early make "
           "fewer):", flush=True)
     for line in bound.lines():
         print(line, flush=True)
+    _estimate(plan, built, bound, how)
     generate = suite.LEVELS[plan.level].generate
     if generate.get("max_tokens"):
         tokens = (f"at most {generate['max_tokens']:,} output tokens per plain answer (the level's max_tokens); "
@@ -180,9 +196,20 @@ def _dry_run(plan: SuitePlan, lm: suite.LmEvalPlan | None) -> RunOutcome:
         tasks, _ = suite.lm_eval_tasks(plan, None)
         print(f"  lm-eval half: {lm.model} {lm.model_args} on {', '.join(tasks)} (MedFuzz's lm-eval task "
               "scores the items the Inspect run fuzzed)", flush=True)
-    print(f"dry run: no model was called and nothing was written; run without --dry-run to start (into "
+    print(f"dry run: no model was asked a question and nothing was written; run without --dry-run to start (into "
           f"{plan.out})", flush=True)
     return RunOutcome(0)
+
+
+def _estimate(plan: SuitePlan, built: list[tuple[suite.SuiteRun, Any]], bound: suite.Bound,
+              how: RunOptions) -> suite_cost.SuiteEstimate:
+    """Print the expected calls, tokens and (with ``--price``) cost beside the bound (``suite_cost``)."""
+    attacker = plan.model_roles().get("attacker")
+    estimate = suite_cost.estimate(built, bound, plan.models, attacker, how.expect,
+                                   suite.LEVELS[plan.level].generate.get("max_tokens"))
+    for line in estimate.lines(how.price):
+        print(line, flush=True)
+    return estimate
 
 
 def _preflight(plan: SuitePlan, lm: suite.LmEvalPlan | None) -> None:
@@ -218,6 +245,7 @@ def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, star
           f"bound in {settings_path}):", flush=True)
     for line in bound.lines():
         print(line, flush=True)
+    _estimate(plan, built, bound, how)
     with contextlib.ExitStack() as stack:
         models = list(plan.models)
         if plan.model == suite.EMBEDDED:

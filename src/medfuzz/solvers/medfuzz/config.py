@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from medfuzz.options import MethodConfig, check
-from medfuzz.stats import DEFAULT_ALPHA, controls_for_holm, stop_exceedances
+from medfuzz.stats import DEFAULT_ALPHA, ControlSchedule, controls_for_holm, stop_exceedances
 
 PVALUE_PROMPTS = ("dialog", "direct")
 FAITHFULNESS = ("lexical", "judge")
@@ -156,6 +156,13 @@ class MedFuzzConfig(MethodConfig):
         if self.min_controls is not None:
             return self.min_controls
         return max(1, math.ceil(MIN_CONTROLS_SHARE * self.max_controls - 1e-9))
+
+    def control_schedule(self) -> ControlSchedule:
+        """A fresh schedule of one attack's control loop (Algorithm 2) under these settings: the one the engine
+        runs (``controls.test_attack``) and the one the suite's cost estimate replays (``tasks.suite_cost``)."""
+        return ControlSchedule(limit=self.max_controls, stop_at=self.stop_exceedances,
+                               min_controls=self.min_usable_controls, batch=self.control_batch,
+                               sequential=self.controls_policy == "sequential")
 
     def max_calls(self, items: int) -> dict[str, int]:
         """Upper bound on model calls per role (the ``UsageLedger`` role names) for ``items`` items, the worst

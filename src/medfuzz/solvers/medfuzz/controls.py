@@ -22,7 +22,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import medfuzz.solvers.medfuzz.prompts as prompts  # the module itself, not the package that re-exports it
-from medfuzz import stats
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.benchmarks.items import MCQItem, derive_seed
 from medfuzz.models.logprobs import normalise
@@ -200,8 +199,7 @@ async def test_attack(target: TargetDialog, attacker: ChatModel, pack: Assumptio
     before = _calls(ledger)
     p0_pending, significance.p0_shared = shared.p0(ledger)
     pa_pending = estimate_p(target, fuzzed, shared.draws, ledger, cache=shared.cache)
-    schedule = stats.ControlSchedule(limit=limit, stop_at=cfg.stop_exceedances, min_controls=significance.min_controls,
-                                     batch=cfg.control_batch, sequential=cfg.controls_policy == "sequential")
+    schedule = cfg.control_schedule()
     estimates: list[Estimate] = []
     head: tuple[Estimate, Estimate] | None = None
     while indices := schedule.next_batch():

@@ -28,6 +28,7 @@ from medfuzz.scorers.tces import TCESSummary, summarise
 from medfuzz.solvers.tces.attack import TCESResources, attack_item
 from medfuzz.solvers.tces.config import TCESConfig
 from medfuzz.tasks.inspect.call_bound import announce_max_calls
+from medfuzz.tasks.inspect.planning import planning
 from medfuzz.tasks.inspect.rescoring import rescorable
 from medfuzz.tasks.inspect.run_checks import ANSWERED, NOT_ASKED, RunChecks, reason
 from medfuzz.tasks.inspect.samples import mcq_dataset
@@ -50,10 +51,14 @@ def shared_resources(entity: str, vocabulary: str | None, embedding: str) -> TCE
 def tces_attack(config: TCESConfig | None = None) -> Solver:
     """Attack the sample's item (``metadata["item"]``) and leave the full result in ``metadata["tces"]``."""
     config = config or TCESConfig()
-    resources = shared_resources(config.entity, config.vocabulary, config.embedding)
+    # built with the task (its vectors ready before the first sample), except for a plan (``planning_only``)
+    resources = None if planning() else shared_resources(config.entity, config.vocabulary, config.embedding)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         model = get_model()
+        nonlocal resources
+        if resources is None:
+            resources = shared_resources(config.entity, config.vocabulary, config.embedding)
         result = await attack_item(MCQItem.from_record(state.metadata["item"]), InspectChatModel(model), resources,
                                    config)
         state.metadata[METADATA_KEY] = result.to_dict()
