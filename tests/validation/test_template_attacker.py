@@ -31,7 +31,10 @@ def test_template_attacker_drives_the_engine_without_llm_errors():
     for turn in turns:
         assert any(sentence in turn.question for sentence in PATIENT_CHARACTERISTICS)
     tested = [r.significance for r in replicates if r.significance is not None]
-    assert tested and all(len(s.controls) == 4 and not s.controls_rejected for s in tested)
+    assert tested and not any(s.controls_rejected for s in tested)
+    # every control drawn is usable; fewer than M only where the sequential test stopped early
+    assert all(len(s.controls) == s.controls_attempted for s in tested)
+    assert all(len(s.controls) == 4 or (s.stopped and len(s.controls) < 4) for s in tested)
 
 
 def test_one_added_sentence_names_a_distractor_never_the_key_and_controls_drop_it():
