@@ -69,7 +69,7 @@ class Benchmark:
 
 
 BENCHMARKS: dict[str, Benchmark] = {}
-_listeners: list[Callable[[Benchmark], None]] = []
+_listeners: list[tuple[Callable[[Benchmark], None], Callable[[Benchmark], None] | None]] = []
 
 
 def register(benchmark: Benchmark) -> Benchmark:
@@ -79,15 +79,24 @@ def register(benchmark: Benchmark) -> Benchmark:
             raise ConfigError(f"benchmark key {benchmark.key!r} would be read as {other!r} plus a suffix in lm-eval "
                               f"option prefixes ({other}_data); choose another key")
     BENCHMARKS[benchmark.key] = benchmark
-    for listener in list(_listeners):
-        listener(benchmark)
+    for added, _ in list(_listeners):
+        added(benchmark)
     return benchmark
 
 
-def on_register(listener: Callable[[Benchmark], None]) -> None:
-    """Call ``listener`` for every benchmark registered from now on (the Inspect tasks layer builds its
-    per-benchmark tasks this way: this layer imports no harness)."""
-    _listeners.append(listener)
+def unregister(key: str) -> None:
+    """Remove a benchmark (a test's own); the listening task layers drop its tasks."""
+    benchmark = BENCHMARKS.pop(key, None)
+    if benchmark is not None:
+        for _, removed in list(_listeners):
+            if removed is not None:
+                removed(benchmark)
+
+
+def on_register(added: Callable[[Benchmark], None], removed: Callable[[Benchmark], None] | None = None) -> None:
+    """Call ``added`` for every benchmark registered from now on, ``removed`` for every one unregistered (the
+    Inspect tasks layer builds its per-benchmark tasks this way: this layer imports no harness)."""
+    _listeners.append((added, removed))
 
 
 @contextmanager
@@ -99,9 +108,9 @@ def registered(benchmark: Benchmark) -> Iterator[Benchmark]:
         yield benchmark
     finally:
         if before is None:
-            BENCHMARKS.pop(benchmark.key, None)
+            unregister(benchmark.key)
         else:
-            BENCHMARKS[benchmark.key] = before
+            register(before)
 
 
 def get(key: str) -> Benchmark:
@@ -116,6 +125,18 @@ def get(key: str) -> Benchmark:
 def by_hub_id(hub_id: str) -> Benchmark | None:
     """The registered benchmark whose Hugging Face copy is ``hub_id`` (its Hub layout is then known)."""
     return next((b for b in BENCHMARKS.values() if b.hub_id and b.hub_id.lower() == hub_id.lower()), None)
+
+
+def table() -> str:
+    """A Markdown table of the registered benchmarks (docs/foundation.md's is this one)."""
+    rows = ["| key | benchmark | `data=hf` | licence | default split | few-shot split | `data=demo` | answers |",
+            "|---|---|---|---|---|---|---|---|"]
+    for b in BENCHMARKS.values():
+        cells = [f"`{b.key}`", f"[{b.title}]({b.url})" if b.url else b.title, f"`{b.hub_id}`" if b.hub_id else "–",
+                 b.licence or "your data's", b.default_split or "–", b.fewshot_split or "–",
+                 f"`{b.demo.name}` ({b.demo_split})" if b.demo else "–", b.answers]
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(rows)
 
 
 # ------------------------------------------------------------------------------------------------ a run's data

@@ -303,8 +303,11 @@ def log_attackable(label: str, total: int, skipped: dict[str, str], entity: str,
     """Log how many of ``total`` items can be attacked and why each of the ``skipped`` ones cannot (one line each:
     the first ``shown`` at info level, the rest at debug); the counts and every reason as ``{items, attackable,
     skipped}``."""
-    log.info("%s: %d of %d items attackable (a %s entity in a distractor); %d skipped", label, total - len(skipped),
-             total, entity, len(skipped))
+    # a warning when items are left out, so both harnesses' consoles show it (the reasons follow at info level)
+    (log.warning if skipped else log.info)(
+        "%s: %d of %d items attackable (a %s entity in a distractor); %d left out, each for its reason: %s", label,
+        total - len(skipped), total, entity, len(skipped), "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:3])
+        + ("; ..." if len(skipped) > 3 else "") if skipped else "none")
     for number, (item_id, why) in enumerate(skipped.items()):
         if number == shown:
             log.info("%s: %d more items skipped (their reasons at debug level)", label, len(skipped) - shown)

@@ -55,7 +55,8 @@ def benchmark_task(name: str, benchmark: Benchmark, params: list[inspect.Paramet
 def per_benchmark(namespace: MutableMapping[str, Any], pattern: str,
                   make: Callable[[Benchmark], Callable[..., Task]]) -> None:
     """Define ``pattern.format(key=...)`` in ``namespace`` (a task module's globals, listed in its ``__all__``)
-    for every registered benchmark, and for every benchmark registered later."""
+    for every registered benchmark, and for every benchmark registered later (removed with it: Inspect's own
+    registry keeps what it registered)."""
     def add(benchmark: Benchmark) -> None:
         name = pattern.format(key=benchmark.key)
         namespace[name] = make(benchmark)
@@ -63,6 +64,12 @@ def per_benchmark(namespace: MutableMapping[str, Any], pattern: str,
         if name not in listed:
             listed.append(name)
 
+    def remove(benchmark: Benchmark) -> None:
+        name = pattern.format(key=benchmark.key)
+        namespace.pop(name, None)
+        if name in namespace.get("__all__", []):
+            namespace["__all__"].remove(name)
+
     for benchmark in list(BENCHMARKS.values()):
         add(benchmark)
-    on_register(add)
+    on_register(add, remove)
