@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -474,6 +474,10 @@ class Proportion:
     def to_dict(self) -> dict[str, float | int]:
         return {"k": self.k, "n": self.n, "share": self.value, "ci_low": self.low, "ci_high": self.high}
 
+    def __iter__(self) -> Iterator[float]:
+        """``share, low, high = proportion(k, n)``: what a plot's point and error bar take."""
+        return iter((self.value, self.low, self.high))
+
 
 def wilson_interval(k: np.ndarray | int, n: np.ndarray | int, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """The two-sided Wilson interval of ``k`` successes in ``n`` trials (arrays or scalars, every ``n`` > 0),
@@ -492,6 +496,8 @@ def wilson_interval(k: np.ndarray | int, n: np.ndarray | int, alpha: float = 0.0
 
 
 def proportion(k: int, n: int, alpha: float = 0.05) -> Proportion:
+    """``k`` of ``n`` with its Wilson interval (``wilson_interval``): the one Wilson helper every number the report,
+    the terminal summary, ``summary.json`` and the model card show is drawn from; NaNs when ``n`` is 0."""
     if not 0 <= k <= n:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if n == 0:

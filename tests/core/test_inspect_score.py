@@ -179,3 +179,16 @@ def test_the_docs_command_runs_without_a_terminal(logs, tmp_path) -> None:
                           timeout=600, cwd=ROOT, stdin=subprocess.DEVNULL, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert _same(metrics(read_eval_log(str(out))), metrics(read_eval_log(str(logs["medguard"]))))
+
+
+def test_a_medfuzz_log_scored_by_the_other_benchmark_s_lm_eval_task_is_refused(logs: dict[str, Path]) -> None:
+    """The lm-eval ``medfuzz`` tag runs ``medfuzz_medqa`` and ``medfuzz_medmcqa`` with one ``--metadata``: a MedQA
+    log given as ``fuzzed`` was scored as MedMCQA too, a number under the wrong benchmark's name."""
+    from medfuzz.options import ConfigError
+    from medfuzz.tasks.lm_eval.medfuzz import medfuzz_docs
+
+    log = logs["medfuzz"]
+    assert len(medfuzz_docs("medqa", fuzzed=str(log))["test"]) == 2  # its two replicates
+    with pytest.raises(ConfigError, match=r"medfuzz_medmcqa: fuzzed=.* is a run on medqa, not medmcqa; .*"
+                                          r"medqa_fuzzed"):
+        medfuzz_docs("medmcqa", fuzzed=str(log))

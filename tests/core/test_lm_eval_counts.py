@@ -51,3 +51,24 @@ def test_an_unreadable_samples_file_leaves_the_counts_unknown(tmp_path: Path) ->
     results = _results(tmp_path, None)
     (tmp_path / f"samples_tces_medqa_drugs_{STAMP}.jsonl").write_text('{"doc_id": 0, "flip_rate": 1.0}\n{cut off')
     assert lm_eval_metric_counts(results, DATA, "tces_medqa_drugs") == {"clean_acc": 6, "flip_rate": None}
+
+
+# task version 5 on: a rate over a subset is returned only by the docs in its denominator, aggregated by ``mean``,
+# and its metric_list entry names the denominator
+SUBSET = {"configs": {"tces_medqa_drugs": {"metric_list": [
+    {"metric": "clean_acc", "aggregation": "mean"},
+    {"metric": "flip_rate", "aggregation": "mean", "denominator": "docs answered correctly clean"}]}},
+    "n-samples": {"tces_medqa_drugs": {"original": 6, "effective": 6}}}
+
+
+def test_a_rate_returned_only_by_its_denominator_counts_those_docs(tmp_path: Path) -> None:
+    flips = [0.0, 1.0, None, None, 0.0, None]  # 3 clean-correct docs of 6; the others carry no flip_rate
+    samples = [{"doc_id": i, "filter": "none", "clean_acc": float(f is not None),
+                **({"flip_rate": f} if f is not None else {})} for i, f in enumerate(flips)]
+    results = tmp_path / f"results_{STAMP}.json"
+    results.write_text(json.dumps(SUBSET))
+    (tmp_path / f"samples_tces_medqa_drugs_{STAMP}.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    assert lm_eval_metric_counts(results, SUBSET, "tces_medqa_drugs") == {"clean_acc": 6, "flip_rate": 3}
+    # without the samples file a `mean` over a named denominator is unknown, never the task's 6 docs
+    (tmp_path / f"samples_tces_medqa_drugs_{STAMP}.jsonl").unlink()
+    assert lm_eval_metric_counts(results, SUBSET, "tces_medqa_drugs") == {"clean_acc": 6, "flip_rate": None}

@@ -6,6 +6,7 @@ and run card, its numbers on the first screen, in ``summary.json`` and ``model-i
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +139,9 @@ def test_medfuzz_run_runs_summarises_and_reports_the_new_method(probe: Method, t
     value = result["numbers"]["probe_acc"]["value"]
     assert 0 <= value <= 1
     assert "Probe" not in summary["models"][planted.inspect_model()]["missing"]
-    assert f"Probe\n  inspect  probe  probe accuracy {value:.3f}" in printed  # the summary, as the page shows it
+    # the summary: the first screen's result, as the page shows it
+    assert re.search(rf"\nProbe\n  Inspect  Probe · {re.escape(PROBE_TASK)}  \(.*\)\n    probe accuracy  {value:.3f}\n",
+                     printed), printed
     page = (out / "report" / "index.html").read_text()
     assert "<h2>Probe runs</h2>" in page and f"<h3>{PROBE_TASK} · {planted.inspect_model()}" in page
     assert "Probe robustness (Inspect)" in (out / "report" / "model-index.yaml").read_text()

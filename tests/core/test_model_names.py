@@ -78,7 +78,7 @@ def _lm_eval_results(folder: Path, label: str | None, model_args: dict[str, Any]
 
 
 def _numbers(card: Any) -> set[tuple[str, str, float]]:
-    return {(r.title, n.metric, round(n.value, 4)) for r in card.results for n in r.numbers
+    return {(f"{r.title} ({r.harness})", n.metric, round(n.value, 4)) for r in card.results for n in r.numbers
             if n.text is None and n.value == n.value}
 
 
@@ -105,13 +105,19 @@ def test_both_harnesses_on_one_card_and_a_model_index_the_hub_reads_as_one_model
     assert hub.data.model_name == INSPECT_MODEL
     name, parsed = model_index_to_eval_results(hub.data.to_dict()["model-index"])
     assert name == INSPECT_MODEL
-    # every number of the card, the clean baselines among them, once; datasets by Hub id
+    # every number of the card, the clean baselines among them, once; the data as it was: the bundled demo rows
+    # (dev split, 4 items; lm-eval: its docs) and MedGuard's bundled build, neither under a Hub dataset's id
     assert {(r.metric_name.split(": ")[0], r.metric_type, r.metric_value) for r in parsed} == _numbers(card)
+    assert len({r.metric_name for r in parsed}) == len(parsed)  # each number once, by its run and harness
     assert ("baseline_acc", accuracy.value) in {(r.metric_type, round(r.metric_value, 4)) for r in parsed}
-    assert {r.dataset_type for r in parsed} == {"GBaker/MedQA-USMLE-4-options", "ncbi-nlp/MedGuard"}
+    assert {r.dataset_type for r in parsed} == {"medfuzz:medqa-demo", "medfuzz:medguard-bundled"}
+    assert {(r.dataset_split, str(r.dataset_args)) for r in parsed if r.metric_type == "baseline_acc"} == {
+        ("dev", "{'items': 4}")}
+    assert {str(r.dataset_args) for r in parsed if r.metric_type == "acc"} == {"{'docs': 4}"}
     # the Hub files results under (task type, dataset): each number stays under its own harness's heading
-    harness = {r.title: r.harness for r in card.results}
-    assert all(r.task_name.endswith(f"({harness[r.metric_name.split(': ')[0]]})") for r in parsed)
+    for r in parsed:  # the metric's name says its run and harness; its task, the same harness
+        harness = r.metric_name.split(": ")[0].rsplit(" (", 1)[1]
+        assert r.task_name.endswith(f"({harness}") and harness in ("Inspect)", "lm-eval)"), r.metric_name
     assert all(r.dataset_name and not r.dataset_name.startswith(("tces_", "medfuzz_")) for r in parsed)
 
 
@@ -129,8 +135,8 @@ def test_a_served_model_name_joins_its_inspect_model_and_nothing_is_merged_on_a_
     cards = overview.build([baseline_log, other])
     assert [c.model for c in cards] == [INSPECT_MODEL, "other"]
     names = [p.name for p in overview.write_files(cards, tmp_path)]
-    assert names == ["summary.json", "model-index.yaml", f"model-index.{INSPECT_MODEL.replace('/', '_')}.yaml",
-                     "model-index.other.yaml"]
+    # one model per file (a block of two reads in Hugging Face's parser as one model), none with both
+    assert names == ["summary.json", f"model-index.{INSPECT_MODEL.replace('/', '_')}.yaml", "model-index.other.yaml"]
 
 
 def test_medfuzz_run_passes_its_model_to_the_lm_eval_half(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

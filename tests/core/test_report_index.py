@@ -261,50 +261,68 @@ def test_the_first_screen_is_one_card_per_model_with_hand_computed_numbers(repor
     assert glance.count('<img src="data:image/png;base64,') == 1
 
 
-def test_summary_json_and_model_index_hold_the_page_numbers(report: Path) -> None:
+def test_summary_json_and_model_index_hold_the_page_numbers(report: Path, logs: Path) -> None:
     import yaml
+    from huggingface_hub import ModelCard
+
+    from tests.surfaces import assert_no_absolute_path, assert_surfaces_agree
 
     page = (report / "index.html").read_text(encoding="utf-8")
     summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
+    assert summary["schema_version"] == 2
     assert set(summary["models"]) == set(re.findall(r"<div class=glance><h3>([^<]+)</h3>", page))
     target = summary["models"]["medfuzz-actors/target"]
     assert target["missing"] == ["Clean baseline", "TCES", "MedGuard"]
     [medfuzz] = target["results"]
-    assert medfuzz["alpha"] == 0.05 and Path(medfuzz["sources"][0]).is_file()
+    # its log, relative to the report folder (users share the folder: no absolute path)
+    assert medfuzz["alpha"] == 0.05 and (report / medfuzz["sources"][0]).is_file()
+    assert not Path(medfuzz["sources"][0]).is_absolute()
     asr = medfuzz["numbers"]["medfuzz_asr"]
     assert (asr["k"], asr["n"], asr["value"]) == (2, 2, 1.0) and asr["ci95"] == pytest.approx([0.3424, 1.0], abs=1e-4)
-    for model, entry in summary["models"].items():  # every number in the JSON is the one its card shows
-        card = _glance_card(page, model)
-        for result in entry["results"]:
-            for number in result["numbers"].values():
-                shown = number.get("text") or f"{number['value']:.3f}"
-                assert f"<td class=num>{shown}" in card, (model, number)
+    # the replicates that ended as LLM errors, beside the accuracies they are left out of (none here)
+    errors = medfuzz["numbers"]["medfuzz_llm_error_rate"]
+    assert (errors["k"], errors["n"], errors["value"]) == (0, 2, 0.0)
+    # the data each number was computed on: a user's file by its name, the demo rows as what they are
+    assert medfuzz["data"] == {"benchmark": "medqa", "source": "file", "hub_id": None, "split": None, "items": 1,
+                               "file": "item.jsonl"}
+    # every number of the JSON on the page and in the model card, field by field (tests/surfaces.py)
+    assert assert_surfaces_agree(report, None) >= 30
+    assert_no_absolute_path(report, [logs, logs.parent])
 
-    text = (report / "model-index.yaml").read_text(encoding="utf-8")
-    entries = yaml.safe_load(text)["model-index"]
-    assert [e["name"] for e in entries] == list(summary["models"])
-    for entry in entries:
-        for result in entry["results"]:
-            assert set(result) == {"task", "dataset", "metrics"}
-            assert set(result["task"]) == {"type", "name"} and set(result["dataset"]) == {"type", "name"}
-            for metric in result["metrics"]:
-                assert set(metric) == {"type", "value", "name"} and isinstance(metric["value"], float)
-    tces = next(e for e in entries if e["name"] == "medfuzz-scripted/t")["results"]
-    for sampler in ("RandS", "PDWS n=-20"):  # one result per run, named by it (the runs' order is the files')
-        assert {"type": "tces_asr", "value": 0.5, "name": f"TCES · drugs · {sampler} · B=3: attack success rate "
-                "within the query budget (ASR@B)"} in [m for r in tces for m in r["metrics"]]
-    tces = tces[0]
-    assert tces["task"]["type"] == "tces-inspect"
-    assert tces["dataset"] == {"type": "GBaker/MedQA-USMLE-4-options", "name": "MedQA-USMLE (4 options)"}
-    # several models: one file per model besides, each read by Hugging Face's parser as that one model with
-    # every number of its entry
-    from huggingface_hub import ModelCard
-
-    for entry in entries:
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", entry["name"])
-        hub = ModelCard("---\n" + (report / f"model-index.{slug}.yaml").read_text(encoding="utf-8") + "---\n")
-        assert hub.data.model_name == entry["name"]
+    # several models: one model-index file per model, none with them all (Hugging Face's parser reads one
+    # block as one model: the last entry's name on every result)
+    assert not (report / "model-index.yaml").exists()
+    for model in summary["models"]:
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)
+        text = (report / f"model-index.{slug}.yaml").read_text(encoding="utf-8")
+        [entry] = yaml.safe_load(text)["model-index"]
+        hub = ModelCard("---\n" + text + "---\n")
+        assert hub.data.model_name == entry["name"] == model
         assert len(hub.data.eval_results) == sum(len(r["metrics"]) for r in entry["results"])
+        for result in entry["results"]:
+            assert set(result) == {"task", "dataset", "metrics"} and set(result["task"]) == {"type", "name"}
+            for metric in result["metrics"]:
+                assert set(metric) <= {"type", "value", "name", "args"} and isinstance(metric["value"], float)
+    entries = {m: yaml.safe_load((report / f"model-index.{re.sub(r'[^A-Za-z0-9._-]+', '_', m)}.yaml").read_text(
+        encoding="utf-8"))["model-index"][0] for m in summary["models"]}
+    tces = entries["medfuzz-scripted/t"]["results"]
+    for sampler in ("RandS", "PDWS n=-20"):  # one result per run, named by it (the runs' order is the files')
+        assert {"type": "tces_asr", "value": 0.5, "name": f"TCES · drugs · {sampler} · B=3 (Inspect): attack success "
+                "rate within the query budget (ASR@B)", "args": {"ci95": [0.0945, 0.9055], "k": 1, "n": 2}} in [
+            m for r in tces for m in r["metrics"]]
+    assert tces[0]["task"]["type"] == "tces-inspect"
+    # a user's file: no Hub id, no split, its item count
+    assert tces[0]["dataset"] == {"type": "medfuzz:medqa-file:medqa_drug_items_key_a.jsonl",
+                                  "name": "MedQA-USMLE (4 options) · user file medqa_drug_items_key_a.jsonl, 2 items",
+                                  "args": {"items": 2}}
+    # the 50 bundled dev rows (here 4 of them) are not the Hub's MedQA test split
+    [baseline] = entries["medfuzz-scripted/chatty"]["results"]
+    assert baseline["dataset"] == {"type": "medfuzz:medqa-demo", "name": "MedQA-USMLE (4 options) · medfuzz's "
+                                   "bundled demo rows, dev split, 4 items", "split": "dev", "args": {"items": 4}}
+    hub = ModelCard("---\n" + (report / "model-index.medfuzz-scripted_chatty.yaml").read_text(encoding="utf-8")
+                    + "---\n").data.eval_results[0]
+    assert (hub.dataset_type, hub.dataset_split, hub.dataset_args) == ("medfuzz:medqa-demo", "dev", {"items": 4})
+    assert "GBaker/MedQA-USMLE-4-options" not in "".join(p.read_text() for p in report.glob("model-index*.yaml"))
 
 
 def test_nav_counts_equal_what_each_section_shows(report: Path) -> None:
@@ -445,16 +463,16 @@ def test_the_page_names_its_logs_relative_to_the_report_folder(report: Path, log
     assert f"<code>../{logs.name}/" in page  # the run cards' logs: ../index-logs0/<file>.eval
 
 
-def test_the_terminal_summary_writes_numbers_as_the_page_does(logs: Path, report: Path) -> None:
-    """``medfuzz run``'s closing summary and the report take their number text from one formatter: the summary's
-    MedFuzz numbers read as ``summary.json``'s values written by ``report.format.number`` (3 decimals), and
-    nothing prints as "n/a" or "nan" (a missing number is "–": ``tests/core/test_report_format.py``)."""
+def test_the_terminal_summary_prints_the_first_screens_numbers(logs: Path, report: Path) -> None:
+    """``medfuzz run``'s closing summary prints the first screen's results (``report.overview.build`` over the
+    same logs) as the page writes them: each number's value, interval and n the same text as its cell, and nothing
+    prints as "n/a" or "nan" (a missing number is "–": ``tests/core/test_report_format.py``)."""
     from types import SimpleNamespace
 
     from medfuzz.cli.summary import summary_lines
     from medfuzz.records.keys import method_of
-    from medfuzz.report.format import number
     from medfuzz.report.log_reader import read_log
+    from tests.surfaces import assert_surfaces_agree, terminal_results
 
     headers = {}
     for path in sorted(logs.glob("*.eval")):
@@ -462,11 +480,13 @@ def test_the_terminal_summary_writes_numbers_as_the_page_does(logs: Path, report
         method = method_of(header.eval.metadata, header.eval.task)
         headers[{"baseline": "clean baseline", "tces": f"tces {len(headers)}"}.get(method, method)] = header
     plan = SimpleNamespace(model="medfuzz-scripted/t", data="demo", level="quick", attacker="medfuzz-actors/attacker")
-    text = "\n".join(summary_lines(plan, headers, None, "medfuzz-scripted/t"))
+    text = "\n".join(summary_lines(plan, headers, logs / "lm-eval", "medfuzz-scripted/t"))
     assert "n/a" not in text and "nan" not in text.lower()
-    shown = {result["method"]: result["numbers"] for card in json.loads((report / "summary.json").read_text())[
-        "models"].values() for result in card["results"] if result["harness"] == "Inspect"}
-    medfuzz = {metric: entry["value"] for metric, entry in shown["medfuzz"].items()}
-    assert f"clean acc {number(medfuzz['medfuzz_clean_acc'])}  post-attack acc" in text
-    assert f"  ASR {number(medfuzz['medfuzz_asr'])}  untested " in text
-    assert re.search(r"Gini-Simpson \d\.\d{3}", text)  # TCES: the same three decimals
+    assert assert_surfaces_agree(report, text) >= 30  # every number, field by field, on all four surfaces
+    found = terminal_results(text)
+    # the binomial SE the summary used to print beside the page's Wilson interval is gone: at 0/2 it was "± 0.000"
+    tces = found[("Inspect", "TCES · drugs · RandS · B=3")]
+    assert tces["attack success rate at the first query (ASR@1)"] == "0.000 [0.000, 0.658] (0/2)"
+    assert "± 0.000" not in "".join(tces.values())
+    assert found[("lm-eval", "TCES · tces_medqa_drugs")][
+        "flip rate: clean-correct items answered wrongly after the attack (ASR@1)"] == "0.250 (n=16)"

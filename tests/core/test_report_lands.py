@@ -87,7 +87,8 @@ def test_a_section_that_raises_is_an_error_in_its_place_and_the_rest_is_written(
     # everything else is there: the baseline's section, the MedGuard run card, the first screen's numbers
     assert "<section id=baseline>" in page and "medguard · medfuzz-scripted/always-a" in medguard
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    assert "medfuzz-scripted/always-a" in summary["models"] and (out / "model-index.yaml").is_file()
+    assert "medfuzz-scripted/always-a" in summary["models"]
+    assert (out / "model-index.medfuzz-scripted_always-a.yaml").is_file()  # two models: one file each
 
 
 def test_render_all_returns_the_files_as_before_and_the_problems(
@@ -102,7 +103,9 @@ def test_render_all_returns_the_files_as_before_and_the_problems(
     assert [(p.where, p.message) for p in done.problems] == [
         ("TCES", "failed: ZeroDivisionError: division by zero")]
     assert isinstance(done, dict) and "tces" not in done and done.written == dict(done)  # old callers' dict
-    assert [p.name for p in done["index"]] == ["summary.json", "model-index.yaml", "index.html"]
+    # the page's twins (two models: a model-index file each), the page last
+    assert [p.name for p in done["index"]] == ["summary.json", "model-index.medfuzz-scripted_x.yaml",
+                                               "model-index.medfuzz-scripted_always-a.yaml", "index.html"]
     assert done.index == tmp_path / "report" / "index.html"
     assert "TCES (failed)" in _page(tmp_path / "report")  # a failed section is shown even with no TCES run
 

@@ -106,12 +106,12 @@ def test_the_report_error_bars_accept_every_end_value(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from medfuzz.report.tces import _errorbar, wilson
+    from medfuzz.report.tces import _errorbar
 
     fig, ax = plt.subplots()
-    _errorbar(ax, [1, 2, 3, 4], [wilson(7, 7), wilson(0, 7), wilson(300, 300), wilson(0, 1299)])
+    _errorbar(ax, [1, 2, 3, 4], [proportion(7, 7), proportion(0, 7), proportion(300, 300), proportion(0, 1299)])
     plt.close(fig)
-    assert wilson(7, 7)[2] == 1.0 and wilson(0, 7)[1] == 0.0
+    assert proportion(7, 7).high == 1.0 and proportion(0, 7).low == 0.0
 
 
 def test_kappa_interval_stays_within_minus_one_and_one():

@@ -172,3 +172,44 @@ def test_the_lm_eval_half_line_reads_lm_eval_s_own_progress(tmp_path: Path) -> N
                     "(lm-eval's, this phase) · elapsed 0:02:05")
     out.write_text(out.read_text() + "\rRunning loglikelihood requests: 100%|##########| 1200/1200 [03:10<00:00]\n")
     assert "1,200/1,200 (100 %), done" in lm_eval_status(out, time.monotonic())
+
+
+@pytest.mark.parametrize("name", [*suite_events.SUITES, *suite_events.PAPER])
+def test_a_known_eta_is_within_twice_the_time_left_and_an_unknown_one_says_so(name: str) -> None:
+    """From a quarter of the calls on, an ETA the line calls known is within 2x of the real time left; at the
+    paper level (most of MedFuzz's calls in significance tests that end last) it is not known at a quarter of the
+    calls, and the floor it prints is below twice the time left."""
+    runs, max_tasks, max_samples = {**suite_events.SUITES, **suite_events.PAPER}[name]
+    for seed in range(3):
+        sequence = suite_events.record(runs, max_tasks, max_samples, max_connections=64, seed=seed)
+        marks = list(suite_events.replay_known(sequence, progress_for(sequence), at=(0.25, 0.4, 0.5, 0.6, 0.75)))
+        for share, eta, truth, known in marks:
+            if known:
+                assert truth / 2 <= eta <= 2 * truth, (name, seed, share, eta, truth)
+            else:
+                assert eta <= 2 * truth, (name, seed, share, eta, truth)
+        if name in suite_events.PAPER:
+            assert not marks[0][3], (name, seed, marks[0])
+
+
+def test_the_line_says_when_the_eta_is_not_yet_known() -> None:
+    from medfuzz.tasks.suite import Bound
+    from medfuzz.tasks.suite_progress import SuiteProgress
+
+    now = [0.0]
+    progress = SuiteProgress(Bound({"m": {"target": 1000}}, {"m": 3}), show=False, clock=lambda: now[0])
+    progress.task_started("e", "m", 3)
+    for sample in ("a", "b", "c"):
+        progress.sample_started("e", sample)
+    for _ in range(30):
+        now[0] += 1
+        progress.model_call("e", 1)
+    progress.sample_finished("e", "a")  # a cheap one, after 30 s
+    assert progress.eta_known()
+    now[0] += 31  # b and c now running longer than any finished sample
+    progress.model_call("e", 1)
+    assert not progress.eta_known()
+    assert "ETA not yet known, at least " in progress.status_text()
+    assert "2 attack sample(s) have run longer than any finished one" in progress.status_text()
+    progress.sample_finished("e", "b")
+    assert progress.eta_known()

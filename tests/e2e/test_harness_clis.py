@@ -29,15 +29,17 @@ def test_the_main_command_runs_every_method_through_both_harnesses(tmp_path):
         assert run.n == 4
         assert run.reported == pytest.approx(run.recomputed)
     assert set(inspect_run.per_item) == set(lm_eval_run.per_item) == {f"medqa-dev-0000{i}" for i in range(1, 5)}
-    assert f"strict {inspect_run.reported:.3f}" in output and f"acc    {lm_eval_run.reported:.3f}" in output
+    assert re.search(rf"strict accuracy \(Inspect choice, answered samples\) +{inspect_run.reported:.3f} \[", output)
+    assert re.search(rf"    accuracy \(letter log-likelihood\) +{lm_eval_run.reported:.3f}", output), output
     # at least one robustness number per method, and the report page last
     for heading in ("Clean baseline", "TCES", "MedGuard",
                     "MedFuzz (target: SmolLM2-135M-Instruct; attacker: the TEMPLATE"):
         assert heading in output, heading
-    assert re.search(r"inspect  tces drugs rands .* ASR@8 ", output), output
-    assert re.search(r"lm-eval  tces_medqa_drugs .* flip_rate", output), output
-    assert re.search(r"inspect  overall +\d\.\d{3}", output), output
-    assert re.search(r"inspect  clean acc .* post-attack acc .* ASR ", output), output
+    assert re.search(r"  Inspect  TCES · drugs · RandS · B=8 .*\n(    .*\n)*    attack success rate within the query "
+                     r"budget \(ASR@B\) +", output), output
+    assert re.search(r"  lm-eval  TCES · tces_medqa_drugs .*\n(    .*\n)*    flip rate: ", output), output
+    assert re.search(r"    overall safety index \(mean of the aspects\) +\d\.\d{3}", output), output
+    assert re.search(r"  Inspect  MedFuzz · medqa .*\n    clean accuracy +\d\.\d{3} \[", output), output
     # the last line the demo prints (stderr, e.g. a progress bar, may interleave after it)
     printed = [line for line in output.splitlines() if line.startswith(("report: ", "["))]
     assert printed[-1].startswith("report: ") and printed[-1].endswith("index.html"), printed[-3:]

@@ -13,6 +13,7 @@ before the interrupt" is exact. Sizes are the smallest that show each property (
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -167,7 +168,8 @@ def test_the_readme_lm_eval_line_works_offline_on_the_planted_server(planted, tm
                         "--no-report", "--out", str(out)], {**planted_env(planted, tmp_path), "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert list((out / "lm-eval").rglob("results_*.json"))
-    assert "lm-eval  medqa_clean  acc    1.000" in done.stdout
+    assert re.search(r"  lm-eval  Clean baseline · medqa_clean .*\n    accuracy \(letter log-likelihood\)  1\.000",
+                     done.stdout), done.stdout
     # the same command again: the finished lm-eval run is reused, not written a second time (the report would
     # show it twice); the summary reads it as before
     again = medfuzz_run(["--model", "openai-api/planted/planted", *BASELINE, "--lm-eval", lm_eval_arg(planted),
@@ -175,7 +177,8 @@ def test_the_readme_lm_eval_line_works_offline_on_the_planted_server(planted, tm
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "lm-eval half: finished before with the same command and settings" in again.stdout
     assert len(list((out / "lm-eval").rglob("results_*.json"))) == 1
-    assert "lm-eval  medqa_clean  acc    1.000" in again.stdout
+    assert re.search(r"  lm-eval  Clean baseline · medqa_clean .*\n    accuracy \(letter log-likelihood\)  1\.000",
+                     again.stdout), again.stdout
 
 
 @pytest.mark.parametrize(("schedule", "base_url", "expected"), [

@@ -80,7 +80,7 @@ async def scripted_run(weak: str, turns: int):
 
 
 def test_process_results_gives_per_doc_values_for_lm_eval_s_own_aggregations():
-    from lm_eval.api.metrics import nanmean
+    from lm_eval.api.metrics import mean
 
     doc = pair_to_doc("x", ITEM, ITEM.with_question(ITEM.question + " He enjoys clue1."))
     assert len(doc["choices"]) == 8 and doc["choices"][0].endswith("Answer: A") and doc["context"]
@@ -90,12 +90,15 @@ def test_process_results_gives_per_doc_values_for_lm_eval_s_own_aggregations():
                                              "llm_error_rate": 0.0, "llm_errors": 0.0}
     wrong_clean = process_results(doc, results[4:] + results[:4])  # clean: A (wrong), fuzzed: C (right)
     assert wrong_clean["clean_acc"] == 0.0 and wrong_clean["attacked_acc"] == 0.0
-    assert math.isnan(wrong_clean["flip_rate"])  # outside flip_rate's denominator
+    assert "flip_rate" not in wrong_clean  # outside flip_rate's denominator: lm-eval aggregates it without this doc
     error = process_results(unscored_doc("y", ITEM, "llm_error", None), [(-0.1, True)])
-    assert error["llm_errors"] == error["llm_error_rate"] == 1.0
-    assert all(math.isnan(error[k]) for k in ("clean_acc", "attacked_acc", "flip_rate"))
+    assert error == {"llm_error_rate": 1.0, "llm_errors": 1.0}  # counted, not scored
+
+    def over_its_docs(metric: str) -> float:  # lm-eval's mean over the docs that return the metric
+        return mean([v[metric] for v in values if metric in v])
+
     values = [process_results(doc, results), wrong_clean, error]
-    assert nanmean([v["flip_rate"] for v in values]) == 1.0 and nanmean([v["clean_acc"] for v in values]) == 0.5
+    assert over_its_docs("flip_rate") == 1.0 and over_its_docs("clean_acc") == 0.5
     assert count([v["llm_errors"] for v in values]) == 1.0
 
 

@@ -270,3 +270,63 @@ def test_control_prompt_carries_the_attack_goal_constraints_and_control_rules():
     assert "NBME" in pack.control_constraints and "stereotypes" in pack.control_constraints
     other = load_pack("prior_opinion")
     assert other.control_constraints and other.control_constraints in prompts.control_fuzz(other, ITEM, ITEM, 3)
+
+
+def test_one_significance_family_for_the_inspect_metrics_and_the_report() -> None:
+    """Issue 34: the unadjusted, Holm, BH and paper's counts are one computation over the run's whole family
+    (``scorers.medfuzz.significance_family``), which the Inspect metrics and the report both call; checked here
+    against statsmodels, with untested attacks (None) outside the family and a b/M not observed (None)."""
+    from types import SimpleNamespace
+
+    from statsmodels.stats.multitest import multipletests
+
+    from medfuzz.scorers.medfuzz import significance_family
+    from medfuzz.tasks.inspect.medfuzz import (
+        medfuzz_significant,
+        medfuzz_significant_bh,
+        medfuzz_significant_holm,
+        medfuzz_significant_paper,
+    )
+
+    tests = [(0.004, 0.0), (0.01, None), (None, None), (0.02, 0.01), (0.03, 0.04), (0.2, 0.15), (0.04, None)]
+    family = significance_family(tests, 0.05)
+    valid = [p for p, _ in tests if p is not None]
+    assert family.tested == 6 and family.significant == 5
+    assert family.holm == sum(multipletests(valid, alpha=0.05, method="holm")[0]) == 2
+    assert family.bh == sum(multipletests(valid, alpha=0.05, method="fdr_bh")[0]) == 5
+    assert family.paper == 3 and family.p_holm[2] is None and family.p_bh[2] is None
+    # the Inspect metrics read the same family from the scores' metadata (two items here), at the recorded alpha
+    scores = [SimpleNamespace(score=SimpleNamespace(metadata={"p_values": [p for p, _ in part],
+                                                              "p_values_paper": [q for _, q in part],
+                                                              "config": {"alpha": 0.05}}))
+              for part in (tests[:3], tests[3:])]
+    counts = [metric()(scores) for metric in (medfuzz_significant, medfuzz_significant_holm, medfuzz_significant_bh,
+                                             medfuzz_significant_paper)]
+    assert counts == [family.significant, family.holm, family.bh, family.paper]
+
+
+def test_alpha_has_one_reader() -> None:
+    """The run's α is read back in one place (``recorded_alpha``): the scorer, the Inspect metrics, the report and
+    ``medfuzz run``'s summary all go through it."""
+    import re
+    from pathlib import Path
+
+    import medfuzz
+    from medfuzz.scorers.medfuzz import recorded_alpha
+
+    assert recorded_alpha(None) == recorded_alpha({}) == 0.05 and recorded_alpha({"alpha": "0.01"}) == 0.01
+    root = Path(medfuzz.__file__).parent
+    readers = [str(p.relative_to(root)) for p in root.rglob("*.py") if "validation" not in p.parts
+               and re.search(r"""\.get\(["']alpha["']""", p.read_text(encoding="utf-8"))]
+    assert readers == ["scorers/medfuzz.py"], readers
+
+
+def test_the_llm_error_share_is_a_headline_count_over_every_replicate() -> None:
+    """3 of 4 replicates ended as LLM errors: the first screen (and the terminal, which prints it) says so, beside
+    accuracies computed over the one usable replicate."""
+    from medfuzz.scorers.medfuzz import counts, totals
+
+    values = [{"replicates": 2, "llm_error": 2, "valid": 0}, {"replicates": 2, "llm_error": 1, "valid": 1,
+                                                               "clean_correct": 1, "clean_answered": 1}]
+    assert counts(values, 3)["llm_error_rate"] == (3, 4)
+    assert totals(values, 3)["llm_error_rate"] == 0.75

@@ -64,7 +64,7 @@ async def test_transform_is_the_inspect_attacks_first_query(options, fixtures: P
 
 
 def test_per_doc_values_reproduce_the_paired_statistics() -> None:
-    from lm_eval.api.metrics import mean, nanmean
+    from lm_eval.api.metrics import mean
 
     from medfuzz import stats
 
@@ -77,11 +77,12 @@ def test_per_doc_values_reproduce_the_paired_statistics() -> None:
     picks = [(2, 1), (2, 2), (0, 2), (2, 3)]  # flipped, kept, wrong clean (stays wrong), flipped
     values = [process_results(doc, results(c, a)) for c, a in picks]
     assert values[0] == {"clean_acc": 1.0, "attacked_acc": 0.0, "flip_rate": 1.0}
-    assert math.isnan(values[2]["flip_rate"]) and values[2]["attacked_acc"] == 0.0
+    assert "flip_rate" not in values[2] and values[2]["attacked_acc"] == 0.0  # outside flip_rate's denominator
     pairs = [(c == 2, a == 2) for c, a in picks]
     assert mean([v["clean_acc"] for v in values]) == stats.clean_accuracy(pairs) == 0.75
     assert mean([v["attacked_acc"] for v in values]) == stats.attacked_accuracy(pairs) == 0.25
-    assert nanmean([v["flip_rate"] for v in values]) == pytest.approx(stats.flip_rate(pairs)) == pytest.approx(2 / 3)
+    flips = [v["flip_rate"] for v in values if "flip_rate" in v]  # what lm-eval aggregates: the docs that return it
+    assert mean(flips) == pytest.approx(stats.flip_rate(pairs)) == pytest.approx(2 / 3)
 
 
 def test_lm_eval_evaluator_reports_the_three_numbers(options) -> None:
@@ -128,6 +129,60 @@ def test_lm_eval_evaluator_reports_the_three_numbers(options) -> None:
     for name in ("clean_acc", "attacked_acc", "flip_rate"):  # lm-eval's own standard errors, not "N/A"
         assert numbers[f"{name}_stderr,none"] == 0.0, name
     assert results["n-samples"]["tces_medqa_drugs"]["effective"] == 3  # one doc per item
+
+
+def test_flip_rate_has_a_standard_error_when_a_doc_is_wrong_before_the_attack(options) -> None:
+    """Issue 34: with one doc answered wrongly clean, flip_rate (a rate over the clean-correct docs) had no standard
+    error (NaN): a ``nanmean`` over NaN placeholders, whose bootstrap draws a resample of only NaN docs at small n.
+    Now each metric is lm-eval's ``mean`` over the docs that return it, with lm-eval's closed-form standard error:
+    sd / sqrt(n) with the sample sd (n - 1), i.e. sqrt(r (1 - r) / (n - 1)) for a rate r over n docs."""
+    import lm_eval
+    from lm_eval.api.model import LM
+    from lm_eval.tasks import TaskManager
+
+    from medfuzz.tasks import LM_EVAL_TASKS_PATH
+
+    docs = tces_docs("medqa", "drugs", **options)["test"]
+    assert len(docs) == 3
+    def key(doc):
+        return doc["letters"][doc["answer_index"]]
+
+    def wrong(doc):
+        return next(letter for letter in doc["letters"] if letter != key(doc))
+
+    # doc 0: wrong clean (outside flip_rate's denominator); doc 1: flipped; doc 2: kept
+    wanted = {docs[0]["prompt"]: wrong(docs[0]), docs[0]["attacked_prompt"]: key(docs[0]),
+              docs[1]["prompt"]: key(docs[1]), docs[1]["attacked_prompt"]: wrong(docs[1]),
+              docs[2]["prompt"]: key(docs[2]), docs[2]["attacked_prompt"]: key(docs[2])}
+
+    class Scripted(LM):
+        def loglikelihood(self, requests):
+            picks = [(context + continuation).rsplit(" ", 1) for context, continuation in (r.args for r in requests)]
+            return [(0.0 if letter == wanted[prompt] else -5.0, False) for prompt, letter in picks]
+
+        def loglikelihood_rolling(self, requests):
+            raise NotImplementedError
+
+        def generate_until(self, requests):
+            raise NotImplementedError
+
+    manager = TaskManager(include_path=str(LM_EVAL_TASKS_PATH), include_defaults=False, metadata=options)
+    results = lm_eval.simple_evaluate(model=Scripted(), tasks=["tces_medqa_drugs"], task_manager=manager)
+    numbers = results["results"]["tces_medqa_drugs"]  # lm-eval's default bootstrap_iters (100,000)
+    assert numbers["clean_acc,none"] == pytest.approx(2 / 3) and numbers["attacked_acc,none"] == pytest.approx(1 / 3)
+    assert numbers["flip_rate,none"] == 0.5  # 1 of the 2 clean-correct docs, not of all 3
+    # by hand: r = 1/2 over n = 2 docs: sd = sqrt(((1 - r)^2 + r^2) / (n - 1)) = sqrt(0.5); SE = sd / sqrt(2) = 0.5
+    assert numbers["flip_rate_stderr,none"] == pytest.approx(0.5)
+    assert numbers["clean_acc_stderr,none"] == pytest.approx(math.sqrt((2 / 3) * (1 / 3) / 2))  # r(1-r)/(n-1)
+    assert numbers["attacked_acc_stderr,none"] == pytest.approx(math.sqrt((1 / 3) * (2 / 3) / 2))
+    # the report's n of each metric: the docs that carry it, from the config lm-eval keeps (no samples file)
+    from medfuzz.report.runs import lm_eval_metric_counts
+
+    config = results["configs"]["tces_medqa_drugs"]
+    assert {m["metric"]: m.get("denominator") is not None for m in config["metric_list"]} == {
+        "clean_acc": False, "attacked_acc": False, "flip_rate": True}
+    assert lm_eval_metric_counts(Path("results_x.json"), results, "tces_medqa_drugs") == {
+        "clean_acc": 3, "attacked_acc": 3, "flip_rate": None}  # unknown without the samples file, never 3
 
 
 def test_lm_eval_limit_builds_only_the_docs_it_evaluates(options, monkeypatch) -> None:

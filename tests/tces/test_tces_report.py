@@ -66,11 +66,12 @@ def test_render_from_logs(fixtures: Path, tmp_path: Path) -> None:
 def test_plot_helpers() -> None:
     from statsmodels.stats.proportion import proportion_confint
 
-    from medfuzz.report.tces import chance_level, wilson
+    from medfuzz.report.tces import chance_level
+    from medfuzz.stats import proportion
 
-    value, low, high = wilson(3, 10)
+    value, low, high = proportion(3, 10)  # the plots' points and error bars: the one Wilson helper
     assert value == 0.3 and (low, high) == pytest.approx(proportion_confint(3, 10, method="wilson"))
-    assert all(v != v for v in wilson(0, 0))  # NaN
+    assert all(v != v for v in proportion(0, 0))  # NaN
     five = {"modified_item": {"options": dict.fromkeys("ABCDE", "x")}}
     assert chance_level([five, five, {"modified_item": None}]) == pytest.approx(0.2)
     assert chance_level([]) == 0.25

@@ -206,11 +206,11 @@ def test_figure_data_against_the_logs(fixtures: Path, tmp_path: Path, rule_model
         assert point.x == x and counted["metadata"]["medfuzz_sweep"] == "unit"
         assert (point.evaluated, point.clean_correct, point.successes) == (
             counted["evaluated"], counted["correct"], counted["successes"])
-        assert point.attacked_accuracy[0] == pytest.approx(counted["after"] / counted["evaluated"])
+        assert point.attacked_accuracy.value == pytest.approx(counted["after"] / counted["evaluated"])
         low, high = proportion_confint(counted["after"], counted["evaluated"], method="wilson")
-        assert point.attacked_accuracy[1:] == pytest.approx((low, high))
+        assert (point.attacked_accuracy.low, point.attacked_accuracy.high) == pytest.approx((low, high))
         if counted["correct"]:
-            assert point.asr[0] == pytest.approx(counted["successes"] / counted["correct"])
+            assert point.asr.value == pytest.approx(counted["successes"] / counted["correct"])
         assert (math.isnan(point.gini_simpson) and math.isnan(counted["eta"])) or \
             point.gini_simpson == pytest.approx(counted["eta"])
 

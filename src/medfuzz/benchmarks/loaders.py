@@ -20,7 +20,7 @@ import medfuzz.benchmarks.registry as registry
 from medfuzz.benchmarks.cleaning import clean_text
 from medfuzz.benchmarks.columns import LAYOUTS, ColumnMap, parse_columns, resolve
 from medfuzz.benchmarks.items import LETTERS, MCQItem
-from medfuzz.benchmarks.registry import Benchmark, DataSource, default_name
+from medfuzz.benchmarks.registry import Benchmark, DataRecord, default_name
 from medfuzz.errors import DataError, MedfuzzError
 
 DEMO_MEDQA = registry.get("medqa").demo
@@ -420,16 +420,16 @@ def data_source(benchmark: Benchmark, data: str | Path, split: str | None = None
 
 @dataclass(frozen=True)
 class LoadedData:
-    """A run's items and what they are (``DataSource``: the record every task writes into its metadata)."""
+    """A run's items and what they are (``DataRecord``: the record every task writes into its metadata)."""
 
     items: list[MCQItem]
-    source: DataSource
+    source: DataRecord
 
 
 def load_data(benchmark: str, data: str | Path = "hf", split: str | None = None, limit: int | None = None,
               columns: Any = None, data_name: str | None = None) -> LoadedData:
     """The items of a registered benchmark (``benchmarks.registry``) from ``data`` (``data_source``: hf, demo,
-    a Hugging Face dataset id or a file), and the ``DataSource`` that describes them. A file's layout is the
+    a Hugging Face dataset id or a file), and the ``DataRecord`` that describes them. A file's layout is the
     benchmark's own when its first row has those columns, else the first layout it matches, else the one
     ``columns`` names (any form ``columns.parse_columns`` reads; it wins over a layout where both apply)."""
     spec = registry.get(benchmark)
@@ -458,7 +458,7 @@ def load_data(benchmark: str, data: str | Path = "hf", split: str | None = None,
         layout = layout.split("+")[0]
     own_release = where.kind in ("hf", "demo")
     name = data_name or default_name(spec.key, where.kind, stem)
-    described = DataSource(
+    described = DataRecord(
         benchmark=spec.key, title=spec.title, name=name, kind=where.kind,
         file=where.path.name if where.kind == "file" and where.path else None,
         hub_id=where.hub_id if where.kind in ("hf", "hub") else None,

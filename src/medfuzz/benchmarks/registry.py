@@ -13,7 +13,7 @@ mapping), from a file or a Hugging Face dataset id. Adding a benchmark is one ``
 plus the generated lm-eval YAML (docs/contributing.md, "Add a benchmark").
 
 The report and model card read a run's data from the ``data_source`` record every task writes into its
-metadata (``DataSource.record``): the benchmark and its title, the data's name, where it came from (Hub id only
+metadata (``DataRecord.record``): the benchmark and its title, the data's name, where it came from (Hub id only
 for the Hub), the split, the licence where known, the layout and the item count.
 """
 
@@ -143,7 +143,7 @@ def table() -> str:
 
 
 @dataclass(frozen=True)
-class DataSource:
+class DataRecord:
     """What a run's items are, as its task records it (``record``) for the logs, the report and the card."""
 
     benchmark: str  # the registry key whose task ran

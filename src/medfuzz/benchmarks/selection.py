@@ -6,6 +6,7 @@ meaning) that every Inspect task (``-T data=... -T split=... -T limit=... -T shu
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -14,8 +15,33 @@ from medfuzz.benchmarks.items import MCQItem, item_seed
 from medfuzz.benchmarks.loaders import LoadedData, load_data
 from medfuzz.options import MethodConfig, check
 
+
+class _RegistryView(Mapping[str, str]):
+    """``{benchmark key: one field of its declaration}``, read from the registry on every access (a view, not a
+    second declaration): for readers written before the registry."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def _values(self) -> dict[str, str]:
+        from medfuzz.benchmarks.registry import BENCHMARKS
+
+        return {key: value for key, b in BENCHMARKS.items() if (value := getattr(b, self.field)) is not None}
+
+    def __getitem__(self, key: str) -> str:
+        return self._values()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values())
+
+    def __len__(self) -> int:
+        return len(self._values())
+
+
 # The splits a benchmark reads by default and draws few-shot examples from are declared once, on the benchmark
-# (``benchmarks.registry``: ``Benchmark.default_split``, ``Benchmark.fewshot_split``).
+# (``benchmarks.registry``: ``Benchmark.default_split``, ``Benchmark.fewshot_split``); these are views of them.
+DEFAULT_SPLITS: Mapping[str, str] = _RegistryView("default_split")
+FEWSHOT_SPLITS: Mapping[str, str] = _RegistryView("fewshot_split")
 
 
 @dataclass(frozen=True)
@@ -52,7 +78,7 @@ class DataSelection(MethodConfig):
         check(self.data_name is None or bool(self.data_name.strip()), "data_name must not be empty")
 
     def load(self, benchmark: str, seed: int, *, apply_limit: bool = True) -> LoadedData:
-        """The selected items (options shuffled per item when ``shuffle_choices``) and their ``DataSource``.
+        """The selected items (options shuffled per item when ``shuffle_choices``) and their ``DataRecord``.
         ``apply_limit=False``: all of them, for a caller whose ``limit`` counts something else (lm-eval TCES
         counts docs with an entity)."""
         loaded = load_data(benchmark, self.data, self.split, self.limit if apply_limit else None,

@@ -284,6 +284,7 @@ register(Method(
     model_index_task="TCES type-consistent entity substitution",
     labels={
         "tces_asr": "attack success rate within the query budget (ASR@B)",
+        "tces_asr_at_1": "attack success rate at the first query (ASR@1)",
         "tces_clean_acc": "clean accuracy",
         "tces_attacked_acc": "accuracy after the attack",
         "tces_queries_to_success": "mean queries to success",

@@ -4,7 +4,7 @@ Each method contributes a module here with ``render(log_paths, out_dir) -> list[
 logs it understands and ignores the rest (named by its spec in ``medfuzz.records.methods``; ``renderers``);
 ``render_all`` runs every one that is installed, then writes
 ``index.html`` (``medfuzz.report.index``): one self-contained page over every run and every file written, with
-``summary.json`` and ``model-index.yaml`` (``medfuzz.report.overview``) beside it. Every log is parsed once
+``summary.json`` and the model-index file(s) (``medfuzz.report.overview``) beside it. Every log is parsed once
 (``medfuzz.report.log_reader.read_once``), however many renderers look at it. The logs of a run split into shards
 (``medfuzz run --shard K/N``) are merged into that one run first (``medfuzz.report.shards``).
 
@@ -117,15 +117,15 @@ def _write_page(logs: list[Path], out_dir: Path, written: Rendered, problems: Pr
     """``index.html`` with ``summary.json`` and ``model-index.yaml``; if the page writer itself fails, a page
     that lists the problems and the files the renderers wrote, so there is always a page to open."""
     from medfuzz.report.index import write_fallback_page, write_index
-    from medfuzz.report.overview import MODEL_INDEX, SUMMARY
 
+    twins: list[Path] = []  # summary.json and the model-index file(s), as write_index wrote them
     try:
-        index = write_index(logs, out_dir, dict(written), problems=problems, failed=failed)
+        index = write_index(logs, out_dir, dict(written), problems=problems, failed=failed, page_files=twins)
     except Exception as err:  # the page's own failure: named, and a plain page written in its place
         problems.failed("index.html", err)
         index = write_fallback_page(out_dir, dict(written), problems)
     if index is not None:  # the page's machine-readable twins first; the page last: the CLI prints it last
-        written["index"] = [p for p in (out_dir / SUMMARY, out_dir / MODEL_INDEX) if p.is_file()] + [index]
+        written["index"] = [p for p in twins if p.is_file()] + [index]
 
 
 def usable_logs(logs: list[Path], out_dir: Path, problems: Problems) -> list[Path]:

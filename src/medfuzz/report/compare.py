@@ -422,10 +422,39 @@ def _csv(path: Path, columns: list[str], rows: Iterable[dict[str, Any]]) -> Path
     return path
 
 
+def _relative(result: Comparison, out_dir: Path) -> Comparison:
+    """``result`` with every log and fuzzed file it names written relative to ``out_dir`` (``index.shown_path``):
+    the report page embeds these tables, and users share the folder, never their absolute paths."""
+    from dataclasses import replace
+
+    from medfuzz.report.index import shown_path
+
+    named = {str(v) for g in result.groups for m in g["models"] for v in [m.get("source")] if v}
+    named |= {str(t[k]) for t in result.transfer for k in ("source_log", "evaluator_source") if t.get(k)}
+    shown = {path: shown_path(path, out_dir) for path in sorted(named, key=len, reverse=True)
+             if Path(path).is_absolute()}
+
+    def relative(value: Any) -> Any:
+        if isinstance(value, str):
+            for path, short in shown.items():
+                value = value.replace(path, short)
+            return value
+        if isinstance(value, dict):
+            return {k: relative(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [relative(v) for v in value]
+        return value
+
+    return replace(result, groups=relative(result.groups), transfer=relative(result.transfer),
+                   commands=relative(result.commands))
+
+
 def write(result: Comparison, out_dir: Path) -> list[Path]:
-    """``attack_comparison.{md,json,html}`` and three CSVs (models, pairs, transfer) in ``out_dir``."""
+    """``attack_comparison.{md,json,html}`` and three CSVs (models, pairs, transfer) in ``out_dir``, every path in
+    them relative to ``out_dir`` (``_relative``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    result = _relative(result, out_dir)
     text = "# MedFuzz / TCES cross-model comparison\n\n" + result.markdown()
     markdown = out_dir / f"{OUTPUT}.md"
     markdown.write_text(text, encoding="utf-8")

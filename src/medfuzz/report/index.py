@@ -410,7 +410,8 @@ def _count(runs: int, files: int) -> str:
 
 
 def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path]],
-                problems: Problems | None = None, failed: Mapping[str, str] | None = None) -> Path | None:
+                problems: Problems | None = None, failed: Mapping[str, str] | None = None,
+                page_files: list[Path] | None = None) -> Path | None:
     """Write ``out_dir/index.html`` over the runs in ``logs`` and the files in ``written`` (renderer name ->
     files), with ``summary.json`` and ``model-index.yaml`` beside it (``overview.write_files``); returns the
     page's path, or ``None`` (and writes nothing) when there is no run, no file and no problem to show.
@@ -448,22 +449,26 @@ def write_index(logs: list[Path], out_dir: Path, written: Mapping[str, list[Path
     if not sections and not problems:
         return None
     banners = [f"{card.title}: {card.problem}" for runs in cards.values() for card in runs if card.problem]
+    shown = _shown_sources(models, out_dir)  # the logs as the page names them: relative, never absolute
     glance_html = (_failed_html(failed["glance"]) if "glance" in failed else
-                   _guarded_html(problems, "Robustness at a glance", overview.section_html, _shown_sources(
-                       models, out_dir), banners))
+                   _guarded_html(problems, "Robustness at a glance", overview.section_html, shown, banners))
     first = (f"<section id=glance><h2>Robustness at a glance</h2><p class=note>One card per target model: each "
              "number with its 95 % Wilson interval [low, high] and its counts, or ± its standard error; "
              "significance at the run's own α with the valid permutation p-value.</p>"
              f"{glance_html}</section>")
     nav.insert(0, f"<a href=\"#glance\">Robustness at a glance ({len(models)} model{'s' * (len(models) != 1)})</a>")
-    problems.guard(f"{overview.SUMMARY} and {overview.MODEL_INDEX}", overview.write_files, models, out_dir,
-                   default=None)
+    twins = problems.guard(f"{overview.SUMMARY} and {overview.MODEL_INDEX}", overview.write_files, shown, out_dir,
+                           default=None) or []
+    if page_files is not None:
+        page_files.extend(twins)
+    cards_files = ", ".join(p.name for p in twins[1:]) or overview.MODEL_INDEX
     listed = [p.line() for p in problems]
     if listed:
         nav.insert(0, f"<a href=\"#problems\">Problems ({len(listed)})</a>")
     page = html_page("medfuzz report", f"<h1>medfuzz report</h1><p class=note>{len(logs)} file(s) read; written "
                      f"{datetime.now().isoformat(timespec='seconds')}. Plots are embedded; the CSV, HTML and "
-                     f"Markdown files, {overview.SUMMARY} and {overview.MODEL_INDEX} sit beside this page.</p>"
+                     f"Markdown files, {overview.SUMMARY} and {html.escape(cards_files)} (a model card's "
+                     "model-index block, one model each) sit beside this page.</p>"
                      f"<nav>{''.join(nav)}</nav>{_problems_html(listed)}{first}{''.join(sections)}")
     index = out_dir / INDEX
     write_text_atomically(index, page)

@@ -10,8 +10,8 @@ from typing import Any
 
 from medfuzz.records.keys import method_of
 from medfuzz.report.log_reader import read_log
-from medfuzz.scorers.medfuzz import totals
-from medfuzz.stats import DEFAULT_ALPHA, adjust, attainability, guess_accuracy, significant
+from medfuzz.scorers.medfuzz import SignificanceFamily, recorded_alpha, significance_family, totals
+from medfuzz.stats import attainability, guess_accuracy
 
 
 def read_medfuzz_log(path: Path) -> Any:
@@ -49,8 +49,8 @@ def run_config(log: Any) -> dict[str, Any]:
 
 
 def run_alpha(log: Any) -> float:
-    """The significance level the run was made with (``-T alpha``), else the default."""
-    return float(run_config(log).get("alpha", DEFAULT_ALPHA))
+    """The significance level the run was made with (``-T alpha``), else the default (``recorded_alpha``)."""
+    return recorded_alpha(run_config(log))
 
 
 def run_max_controls(log: Any) -> int:
@@ -60,21 +60,17 @@ def run_max_controls(log: Any) -> int:
     return MedFuzzConfig.recorded_max_controls(run_config(log))
 
 
-def summary_of(log: Any, values: list[dict[str, Any]], rows: list[dict[str, Any]], self_attack: set[Any],
+def summary_of(log: Any, values: list[dict[str, Any]], family: SignificanceFamily, self_attack: set[Any],
                turns: int) -> dict[str, Any]:
-    """One ``medfuzz_summary.csv`` row: the pooled statistics of a log, counted at the run's own alpha."""
+    """One ``medfuzz_summary.csv`` row: the pooled statistics of a log, its significance counts at the run's own
+    alpha (``family``: ``significance_family`` over its tests, as the Inspect metrics count them)."""
     pooled = totals(values, turns)
-    alpha = run_alpha(log)
-    tested = [r for r in rows if r["p_value"] is not None]
-    reach = attainability(run_max_controls(log), len(tested), alpha)
+    reach = attainability(run_max_controls(log), family.tested, family.alpha)
     return {"run": f"{log.eval.model} · {log.eval.task.split('/')[-1]}", "attacker": attacker_of(log),
             "attacker_is_target": next(iter(self_attack)) if len(self_attack) == 1 else "mixed",
             "items": len(values), **{k: pooled[k] for k in SUMMARY if k in pooled},
-            "alpha": alpha,
-            "significant": sum(significant(r["p_value"], alpha) for r in tested),
-            "significant_holm": sum(significant(r["p_holm"], alpha) for r in rows),
-            "significant_bh": sum(significant(r["p_bh"], alpha) for r in rows),
-            "significant_paper": sum(significant(r["p_value_paper"], alpha) for r in tested),
+            "alpha": family.alpha, "tested": family.tested, "significant": family.significant,
+            "significant_holm": family.holm, "significant_bh": family.bh, "significant_paper": family.paper,
             "max_controls": reach.controls, "smallest_p": reach.smallest_p,
             "holm_attainable": reach.holm_attainable}
 
@@ -133,13 +129,13 @@ def attacks_of(log: Any, path: Path) -> tuple[list[dict[str, Any]], tuple[list[f
                 "original_question": item.get("question", ""), "fuzzed_question": turn.get("question", ""),
                 "log": str(path),
             })
-    for method, column in (("holm", "p_holm"), ("bh", "p_bh")):
-        for row, adjusted in zip(rows, adjust([r["p_value"] for r in rows], method), strict=True):
-            row[column] = adjusted
+    family = significance_family([(r["p_value"], r["p_value_paper"]) for r in rows], run_alpha(log))
+    for row, holm, bh in zip(rows, family.p_holm, family.p_bh, strict=True):
+        row["p_holm"], row["p_bh"] = holm, bh
     turns = max_turns(values)
     pooled = totals(values, turns) if values else {}
     curve = [pooled[f"accuracy_after_{k}"] for k in range(turns + 1)] if values else []
     # the number of usable replicates behind every point (for the plot's interval)
     curve_n = int(sum(v.get("valid", 0) for v in values))
-    summary = summary_of(log, values, rows, self_attack, turns) if values else None
+    summary = summary_of(log, values, family, self_attack, turns) if values else None
     return rows, (curve, curve_n), log.eval.model, summary

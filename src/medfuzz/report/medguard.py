@@ -47,6 +47,7 @@ class ModelRun:
     model: str = ""  # the target model (Inspect's model name; lm-eval's model and its pretrained= argument)
     strategy: str = "basic"
     settings: dict[str, Any] = field(default_factory=dict)  # where it differs from the model's other runs
+    benchmark: str | None = None  # a user's benchmark file (``-T benchmark=...``); None: the bundled build
 
     def settings_text(self) -> str:
         """`` · seed 1``: the settings in which this run differs from the same model's other runs, or ``""``."""
@@ -181,7 +182,9 @@ def load_runs(paths: Iterable[Path]) -> list[ModelRun]:
         model, strategy, settings, results = found
         label = f"{model} · {strategy}" + (" · lm-eval" if harness == "lm-eval" else "")
         key = (label, json.dumps(settings, sort_keys=True, default=str))
-        run = runs.setdefault(key, ModelRun(label, harness, model=model, strategy=strategy))
+        benchmark = settings.get("benchmark") or settings.get("medguard_benchmark")
+        run = runs.setdefault(key, ModelRun(label, harness, model=model, strategy=strategy,
+                                            benchmark=str(benchmark) if benchmark else None))
         settings_of[key] = settings
         run.results.update({r.item_id: r for r in results})
         run.sources.append(path)

@@ -7,7 +7,7 @@ medfuzz wrote it (a review sheet filled in place is the user's now), nor any fil
 merged shard log given back to ``medfuzz report``). What a render wrote is what its writers returned (every
 renderer returns each file it writes) and the merged shard logs; the folder is never scanned for changes, since
 ``DIR`` may be a folder that other programs write into at the same time (a home folder). The page itself
-(``index.html``, ``summary.json``, ``model-index.yaml``) is removed when a render starts: a render that is
+(``index.html``, ``summary.json``, the ``model-index*.yaml`` files) is removed when a render starts: a render that is
 interrupted leaves no page rather than the previous run's page over new files.
 """
 
@@ -54,6 +54,9 @@ def forget_page(out_dir: Path, previous: list[Path]) -> None:
     for name in PAGE_FILES:
         path = out_dir / name
         if path in previous or (legacy and name == PAGE_FILES[0]):
+            path.unlink(missing_ok=True)
+    for path in previous:  # the model-index files of a report of several models: one per model
+        if path.parent == out_dir and path.name.startswith("model-index.") and path.suffix == ".yaml":
             path.unlink(missing_ok=True)
 
 

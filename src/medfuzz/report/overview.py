@@ -1,12 +1,16 @@
 """The report's first screen, "Robustness at a glance": one card per target model with the headline numbers of
-every method run on it, each with its interval or SE, plus the same numbers as ``summary.json`` and as a Hugging
-Face ``model-index`` block (``model-index.yaml``).
+every method run on it, each with its interval or SE, plus the same numbers as ``summary.json`` and as Hugging
+Face ``model-index`` blocks (one model per file), and the results ``medfuzz run``'s summary prints
+(``cli.summary``): every surface renders these ``Number``s, computed once here.
 
 Every number comes from the code that computes it elsewhere: MedFuzz's counts from ``scorers.medfuzz.counts``
-(the pooled ratios of ``totals``) and its significance counts from ``report.medfuzz_logs.summary_of`` at the run's own
-α; TCES from ``scorers.tces.summarise``; MedGuard's indices, bootstrap SEs and chance levels from
-``report.medguard`` (``safety_report`` / ``position_report``); Wilson intervals from ``medfuzz.stats.proportion``.
-lm-eval numbers are the ones lm-eval reported, with its own standard errors. The methods, their titles, order and
+(the pooled ratios of ``totals``) and its significance counts from ``scorers.medfuzz.significance_family`` (via
+``report.medfuzz_logs.summary_of``, the same function the Inspect metrics call) at the run's own α
+(``recorded_alpha``); TCES from ``scorers.tces.summarise`` / ``successes_by_budget``; MedGuard's indices, bootstrap
+SEs and chance levels from ``scorers.medguard`` (``safety_report`` / ``position_report``, for both harnesses'
+MedGuard runs); Wilson intervals from ``medfuzz.stats.proportion`` (the one Wilson helper). lm-eval numbers are
+the ones lm-eval reported, with its own standard errors. Each result carries the data it was computed on
+(``DataSource``: a Hub id only for items read from that Hub dataset). The methods, their titles, order and
 notes come from the method registry (``records.methods``); a registered method without a reader here
 (``GLANCE_READERS``) shows the headline metrics its task logged (``headline_result``).
 """
@@ -66,9 +70,103 @@ def _plain(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def wilson(metric: str, k: int, n: int, headline: bool = False) -> Number:
-    share = stats.proportion(k, n)
-    return Number(metric, share.value, ci=(share.low, share.high), k=k, n=n, headline=headline)
+def share(metric: str, k: int, n: int, headline: bool = False) -> Number:
+    """``k`` of ``n`` with its Wilson interval (``stats.proportion``, the one Wilson helper)."""
+    found = stats.proportion(k, n)
+    return Number(metric, found.value, ci=(found.low, found.high), k=k, n=n, headline=headline)
+
+
+def count_number(metric: str, value: int | float, text: str | None = None) -> Number:
+    """A count shown as words (no interval): ``text`` or the count itself."""
+    return Number(metric, float(value), text=text if text is not None else f"{int(value)}")
+
+
+# what the benchmarks are called, and their Hugging Face Hub datasets (``benchmarks.loaders``)
+BENCHMARK_NAMES = {"medqa": "MedQA-USMLE (4 options)", "medmcqa": "MedMCQA",
+                   "medguard": "MedGuard (medfuzz's balanced bundled build of github.com/ncbi-nlp/MedGuard)"}
+# a ``dataset.type`` that names no Hub dataset starts with this: a colon is never part of a Hub repository id, so
+# no reader (or the Hub's own page) takes the bundled demo rows or a user's file for a Hub dataset
+NOT_ON_HUB = "medfuzz:"
+
+
+def _hub_ids() -> dict[str, str]:
+    from medfuzz.benchmarks.loaders import HF_MEDMCQA, HF_MEDQA
+
+    return {"medqa": HF_MEDQA, "medmcqa": HF_MEDMCQA}
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """The data a result was computed on, as the run recorded it: the benchmark, where its items came from
+    (``hf``: the Hub dataset; ``demo``: the rows bundled with medfuzz; ``file``: a user's file, by its name only;
+    ``bundled``: MedGuard's bundled build), the split, and how many items (Inspect samples) or docs (lm-eval)."""
+
+    benchmark: str  # medqa | medmcqa | medguard | what the log says
+    source: str  # hf | demo | file | bundled
+    split: str | None = None
+    count: int | None = None
+    unit: str = "items"  # items (Inspect samples) | docs (lm-eval)
+    file: str | None = None  # a user's file: its name, never its path
+
+    @classmethod
+    def of(cls, benchmark: str, data: Any, split: Any, count: int | None, unit: str = "items") -> DataSource:
+        """From a run's ``data`` / ``split`` options (``benchmarks.selection.DataSelection``): the split a loader
+        reads without one for ``hf``; the dev split for the demo rows (the first 50 of the original release's
+        dev file, ``benchmarks/data/NOTICE.md``); none for a file (its rows are what they are)."""
+        from medfuzz.benchmarks.selection import DEFAULT_SPLITS
+
+        data = str(data or "hf")
+        if data == "hf":
+            return cls(benchmark, "hf", str(split or DEFAULT_SPLITS.get(benchmark, "test")), count, unit)
+        if data == "demo":
+            return cls(benchmark, "demo", "dev", count, unit)
+        return cls(benchmark, "file", str(split) if split else None, count, unit, file=Path(data).name)
+
+    @property
+    def hub_id(self) -> str | None:
+        """The Hub dataset id, only when the items were read from that Hub dataset."""
+        return _hub_ids().get(self.benchmark) if self.source == "hf" else None
+
+    @property
+    def name(self) -> str:
+        """Words for the model card and the page: the benchmark, where its items came from, split and size."""
+        where = {"hf": f"Hugging Face {self.hub_id or 'dataset'}", "demo": "medfuzz's bundled demo rows",
+                 "file": f"user file {self.file}"}.get(self.source, "")  # MedGuard's name says it is bundled
+        parts = [where, f"{self.split} split" if self.split else "",
+                 "" if self.count is None else f"{self.count} {self.unit}"]
+        return " · ".join([BENCHMARK_NAMES.get(self.benchmark, self.benchmark), ", ".join(p for p in parts if p)]
+                          ).rstrip(" ·")
+
+    @property
+    def type(self) -> str:
+        """``dataset.type`` of the model card: the Hub id where there is one, else a ``NOT_ON_HUB`` name."""
+        if self.hub_id:
+            return self.hub_id
+        return f"{NOT_ON_HUB}{self.benchmark}-{self.source}" + (f":{self.file}" if self.file else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"benchmark": self.benchmark, "source": self.source, "hub_id": self.hub_id,
+                               "split": self.split, self.unit: self.count}
+        if self.file:
+            out["file"] = self.file
+        return out
+
+    def model_index(self) -> dict[str, Any]:
+        """The model card's ``dataset``: type, name, split (where there is one) and the number of items."""
+        out: dict[str, Any] = {"type": self.type, "name": self.name}
+        if self.split:
+            out["split"] = self.split
+        if self.count is not None:
+            out["args"] = {self.unit: self.count}
+        return out
+
+
+def inspect_data(log: Any, benchmark: str | None = None) -> DataSource:
+    """The data of an Inspect run from its task metadata (``data``, ``split``) and its samples."""
+    metadata = log.eval.metadata or {}
+    count = len(log.samples) if log.samples else getattr(log.results, "total_samples", None)
+    return DataSource.of(str(benchmark or metadata.get("benchmark") or "medqa"), metadata.get("data"),
+                         metadata.get("split"), count)
 
 
 @dataclass
@@ -84,10 +182,12 @@ class MethodResult:
     sources: list[str]
     alpha: float | None = None
     note: str = ""
+    data: DataSource | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "harness": self.harness, "title": self.title, "task": self.task,
-                "dataset": self.dataset, "alpha": self.alpha, "note": self.note or None, "sources": self.sources,
+                "dataset": self.dataset, "data": self.data.to_dict() if self.data else None, "alpha": self.alpha,
+                "note": self.note or None, "sources": self.sources,
                 "numbers": {n.metric: n.to_dict() for n in self.numbers}}
 
 
@@ -118,15 +218,18 @@ def baseline_result(log: Any, path: Path) -> MethodResult | None:
     run = read_inspect_log(path)
     if not run.n:
         return None
-    numbers = [wilson("baseline_acc", sum(run.per_item.values()), run.n, headline=True)]
+    numbers = [share("baseline_acc", sum(run.per_item.values()), run.n, headline=True)]
     if run.lenient is not None:
         numbers.append(Number("lenient_accuracy", run.lenient, se=run.lenient_stderr, n=run.n))
+    if run.lenient_needed is not None:
+        numbers.append(count_number("lenient_needed", run.lenient_needed, f"{run.lenient_needed} of {run.n}"))
     metadata = log.eval.metadata or {}
     benchmark = str(metadata.get("benchmark") or "medqa")
     data = f", {metadata['data']} data" if metadata.get("data") else ""
     return MethodResult("baseline", "Inspect", f"Clean baseline · {benchmark}{data}", log.eval.task, benchmark,
                         numbers, [str(path)], note="strict: the reply's 'ANSWER: X' line; lenient: any clear "
-                                                   "naming of one option; LLM errors left out")
+                                                   "naming of one option; LLM errors left out",
+                        data=inspect_data(log, benchmark))
 
 
 def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
@@ -141,35 +244,58 @@ def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
     found = counts(values, max_turns(values))
     alpha = float(summary["alpha"])
     tested = int(summary.get("tested") or 0)
+    untested = int(summary.get("untested") or 0)
     significance = (f"{summary['significant']} of {tested} tested (Holm {summary['significant_holm']}, "
                     f"BH {summary['significant_bh']})" if tested else "none tested (no successful attack had "
-                    "enough usable controls)" if summary.get("untested") else "no successful attack to test")
-    numbers = [wilson("medfuzz_clean_acc", *found["clean_accuracy"]),
-               wilson("medfuzz_post_attack_acc", *found["post_attack_accuracy"], headline=True),
-               wilson("medfuzz_asr", *found["attack_success_rate"], headline=True),
-               Number("medfuzz_significant", float(summary["significant"]), text=significance)]
+                    "enough usable controls)" if untested else "no successful attack to test")
+    numbers = [share("medfuzz_clean_acc", *found["clean_accuracy"]),
+               share("medfuzz_post_attack_acc", *found["post_attack_accuracy"], headline=True),
+               share("medfuzz_post_attack_acc_upper", *found["post_attack_accuracy_upper"]),
+               share("medfuzz_asr", *found["attack_success_rate"], headline=True),
+               count_number("medfuzz_significant", summary["significant"], significance)]
+    if tested:
+        numbers.append(count_number("medfuzz_significant_paper", summary["significant_paper"]))
+    numbers += [count_number("medfuzz_untested_attacks", untested),
+                share("medfuzz_unfaithful_rate", *found["unfaithful_rate"]),
+                # replicates that ended as LLM errors are outside every accuracy: a run where most did must say so
+                share("medfuzz_llm_error_rate", *found["llm_error_rate"])]
+    smallest = summary.get("smallest_p")
+    unreachable = isinstance(smallest, float) and smallest == smallest and smallest > alpha
+    if isinstance(smallest, float) and smallest == smallest:
+        numbers.append(Number("medfuzz_smallest_p", smallest))
     metadata = log.eval.metadata or {}
+    benchmark = str(metadata.get("benchmark") or log.eval.dataset.name or "?")
     return MethodResult("medfuzz", "Inspect", f"MedFuzz · {metadata.get('benchmark', log.eval.dataset.name)}",
-                        log.eval.task, str(metadata.get("benchmark") or log.eval.dataset.name or "?"), numbers,
-                        [str(path)], alpha=alpha,
+                        log.eval.task, benchmark, numbers, [str(path)], alpha=alpha,
                         note="post-attack accuracy over usable replicates (several per item are not independent: "
-                             "read the interval as a lower bound on the uncertainty)")
+                             "read the interval as a lower bound on the uncertainty)"
+                             + ("; the smallest attainable p-value at this run's M is above α: no attack can be "
+                                "significant (the paper's M = 30 reaches 1/31)" if unreachable else ""),
+                        data=inspect_data(log, benchmark))
 
 
 def tces_result(path: Path) -> MethodResult | None:
     from medfuzz.report.tces import read_tces_log
+    from medfuzz.scorers.tces import successes_by_budget
 
     run = read_tces_log(path)
     if run is None:
         return None
     s = run.summary
-    attacked = sum(r["outcome"] in ("success", "attack_failed") for r in run.records)
-    numbers = [wilson("tces_clean_acc", s.clean_correct, s.evaluated),
-               wilson("tces_attacked_acc", s.clean_correct - s.successes, s.evaluated),
-               wilson("tces_asr", s.successes, attacked, headline=True)]
+    hits, attacked = successes_by_budget(run.records, run.budget)
+    numbers = [share("tces_clean_acc", s.clean_correct, s.evaluated),
+               share("tces_attacked_acc", s.clean_correct - s.successes, s.evaluated),
+               share("tces_asr", s.successes, attacked, headline=True)]
+    if run.budget > 1 and hits:
+        numbers.append(share("tces_asr_at_1", hits[0], attacked))
+    numbers.append(Number("tces_gini_simpson", s.gini_simpson, n=s.successes))
+    reused = ", ".join(f"{entity} ×{times}" for entity, times in s.top_entities[:3])
     return MethodResult("tces", "Inspect", f"TCES · {run.entity} · {run.label} · B={run.budget}", run.task,
                         run.benchmark, numbers, [str(path)],
-                        note=f"ASR@{run.budget} among the {attacked} items answered correctly clean")
+                        note=f"ASR@{run.budget} among the {attacked} items answered correctly clean; Gini-Simpson "
+                             f"over the {s.successes} successful replacements"
+                             + (f" (most reused: {reused})" if reused else ""),
+                        data=DataSource.of(run.benchmark, run.data, run.split, run.items))
 
 
 def medguard_results(paths: list[Path]) -> list[tuple[str, MethodResult]]:
@@ -191,10 +317,12 @@ def medguard_results(paths: list[Path]) -> list[tuple[str, MethodResult]]:
             numbers.append(Number(f"medguard_{principle.value}", index.value, se=index.se, n=index.n,
                                   chance=_mean_of(chances, members)))
         harness = "lm-eval" if run.harness == "lm-eval" else "Inspect"
+        data = (DataSource("medguard", "file", None, len(run.results), file=Path(run.benchmark).name)
+                if run.benchmark else DataSource("medguard", "bundled", None, len(run.results)))
         out.append((run.model, MethodResult(
             "medguard", harness, f"MedGuard · {run.strategy} prompts{run.settings_text()}", "medguard",
             "MedGuard (bundled build)", numbers, [str(p) for p in run.sources],
-            note=f"{len(report.aspects)} aspects; ± bootstrap SE; n = scoring units")))
+            note=f"{len(report.aspects)} aspects; ± bootstrap SE; n = scoring units", data=data)))
     return out
 
 
@@ -230,8 +358,35 @@ def lm_eval_results(path: Path, data: dict[str, Any]) -> list[tuple[str, MethodR
         if numbers:
             out.append((lm_eval_model_name(data), MethodResult(method.key, "lm-eval", f"{method.title} · {task}",
                                                            task, task, numbers, [str(path)],
-                                                           note="as lm-eval reported it, ± lm-eval's stderr")))
+                                                           note="as lm-eval reported it, ± lm-eval's stderr",
+                                                           data=lm_eval_data(data, task, method))))
     return out
+
+
+def lm_eval_data(data: dict[str, Any], task: str, method: Method) -> DataSource:
+    """The data of an lm-eval task from the ``--metadata`` its config kept (``data``, ``split``, each also as
+    ``<benchmark>_<name>`` and ``<family>_<name>``, which win in that order as the hooks read them:
+    ``tasks.lm_eval.hook_options``) and its docs (``n-samples``; a group: its subtasks' docs summed)."""
+    members = (data.get("group_subtasks") or {}).get(task) or [task]
+    configs = data.get("configs") or {}
+    metadata = next((m for t in members for m in [((configs.get(t) or {}).get("metadata"))] if isinstance(m, dict)),
+                    {})
+    samples = data.get("n-samples") or {}
+    docs = [((samples.get(t) or {}).get("effective")) for t in members]
+    count = sum(docs) if docs and all(isinstance(d, int) for d in docs) else None
+    benchmark = ("medguard" if method.key == "medguard" else "medmcqa" if "medmcqa" in task else "medqa")
+
+    def option(name: str) -> Any:
+        found = None
+        for key in (name, f"{benchmark}_{name}", f"{method.lm_eval_family}_{name}"):
+            found = metadata.get(key, found)
+        return found
+
+    if benchmark == "medguard":
+        file = option("benchmark")
+        return DataSource("medguard", "file" if file else "bundled", None, count, "docs",
+                          file=Path(str(file)).name if file else None)
+    return DataSource.of(benchmark, option("data"), option("split"), count, "docs")
 
 
 def headline_result(log: Any, path: Path, method: Method) -> MethodResult | None:
@@ -246,7 +401,7 @@ def headline_result(log: Any, path: Path, method: Method) -> MethodResult | None
     metadata = log.eval.metadata or {}
     dataset = str(metadata.get("benchmark") or log.eval.dataset.name or "?")
     return MethodResult(method.key, "Inspect", f"{method.title} · {log.eval.task}", log.eval.task, dataset, numbers,
-                        [str(path)], note="as the task's scorer reported it")
+                        [str(path)], note="as the task's scorer reported it", data=inspect_data(log, dataset))
 
 
 def _se_beside(values: dict[str, Any], metric: str) -> float | None:
@@ -302,12 +457,24 @@ def build(paths: list[Path]) -> list[ModelCard]:
                 add(str(log.eval.model), reader(log, path))
         elif method in METHODS:  # a method with no reader of its own: its headline metrics as the task logs them
             add(str(log.eval.model), headline_result(log, path, METHODS[method]))
+    by_medguard = set()  # lm-eval files whose MedGuard docs ``medguard_results`` read: one number each, not two
     for model, result in medguard_results(list(paths)):
         add(model, result)
+        if result.harness == "lm-eval":
+            by_medguard.update(result.sources)
+    for card in cards.values():  # lm-eval's own group mean ± its stderr would be the same index a second time
+        card.results = [r for r in card.results if not (_lm_eval_table_medguard(r) and set(r.sources) <= by_medguard)]
     merged = one_card_per_model(list(cards.values()))
     for card in merged:  # one order whatever the logs' file names (their start times differ from run to run)
         card.results.sort(key=result_order)
     return merged
+
+
+def _lm_eval_table_medguard(result: MethodResult) -> bool:
+    """A MedGuard result as lm-eval's table reported it (``lm_eval_results``: its ``safety``), not as
+    ``medguard_results`` reads the same docs (the estimator every MedGuard number on the page uses)."""
+    return (result.harness == "lm-eval" and result.method == "medguard"
+            and any(n.metric == "safety" for n in result.numbers))
 
 
 def result_order(result: MethodResult) -> tuple[int, bool, str, str]:
@@ -443,21 +610,9 @@ def section_html(cards: list[ModelCard], problems: list[str]) -> str:
 
 SUMMARY = "summary.json"
 MODEL_INDEX = "model-index.yaml"
-# model-index ``dataset.type``: the Hugging Face Hub dataset the loaders read (``benchmarks.loaders``; the demo
-# items are MedQA's own); MedGuard has no Hub dataset, so its upstream repository's id (github.com/ncbi-nlp/MedGuard),
-# which medfuzz's bundled build is drawn from, stands for it
-MEDGUARD_SOURCE = "ncbi-nlp/MedGuard"
-
-
-def hub_dataset(result: MethodResult) -> dict[str, str]:
-    """``{type, name}`` of a result's dataset: a Hub dataset id where one exists, and words."""
-    from medfuzz.benchmarks.loaders import HF_MEDMCQA, HF_MEDQA
-
-    if result.method == "medguard":
-        return {"type": MEDGUARD_SOURCE, "name": "MedGuard (medfuzz's balanced bundled build)"}
-    if "medmcqa" in result.dataset.lower():
-        return {"type": HF_MEDMCQA, "name": "MedMCQA"}
-    return {"type": HF_MEDQA, "name": "MedQA-USMLE (4 options)"}
+# ``summary.json``'s layout: raise it when a field is renamed, removed or changes meaning (docs/usage.md says what
+# each version holds); a reader checks it before reading the rest
+SCHEMA_VERSION = 2
 
 
 def _task_name(method: str) -> str:
@@ -466,10 +621,13 @@ def _task_name(method: str) -> str:
 
 
 def summary(cards: list[ModelCard]) -> dict[str, Any]:
-    return {"format": "medfuzz report summary, version 1",
+    """``summary.json``: every first-screen number of every card as ``Number.to_dict`` writes it (value, ci95,
+    k, n, se), each result's data (``DataSource``) and its logs (as the caller names them: ``write_index`` gives
+    them relative to the report folder)."""
+    return {"schema_version": SCHEMA_VERSION, "format": "medfuzz report summary",
             "models": {c.model: {"results": [r.to_dict() for r in c.results],
                                  "missing": [m.title for key, m in METHODS.items() if not c.of(key)]}
-                        for c in cards},
+                       for c in cards},
             "harness_notes": harness_notes(cards)}
 
 
@@ -479,38 +637,59 @@ def task_type(result: MethodResult) -> str:
     return f"{result.method}-{result.harness.lower()}"
 
 
+def _metric_entry(result: MethodResult, number: Number) -> dict[str, Any]:
+    """One model-index metric: ``{type, value, name}`` and, in ``args``, what the value is read with (its 95 %
+    Wilson interval and k of n, or its standard error and n), as ``summary.json`` holds them."""
+    entry: dict[str, Any] = {"type": number.metric, "value": round(number.value, 4),
+                             "name": f"{result.title} ({result.harness}): {label(number.metric)}"}
+    args: dict[str, Any] = {}
+    if number.ci is not None and not any(math.isnan(c) for c in number.ci):
+        args["ci95"] = [round(c, 4) for c in number.ci]
+    if number.se is not None and not math.isnan(number.se):
+        args["stderr"] = round(number.se, 4)
+    args.update({name: getattr(number, name) for name in ("k", "n") if getattr(number, name) is not None})
+    if args:
+        entry["args"] = args
+    return entry
+
+
 def model_index(cards: list[ModelCard]) -> list[dict[str, Any]]:
     """Hugging Face model-card ``model-index`` entries: one per model, one result per run (task: ``task_type``;
-    dataset: ``hub_dataset``), its metrics as ``{type, value, name}`` (type: the metric id; name: the
-    run and its label, so that two runs of one method stay apart in the Hub's flat list; NaN values left out)."""
+    dataset: ``DataSource.model_index``, true to the data the run used), its metrics as ``_metric_entry`` writes
+    them (name: the run, its harness and the label, so that two runs of one method, or one method's numbers from
+    both harnesses, stay apart in the Hub's flat list; NaN
+    values and counts shown as words left out)."""
     entries = []
     for card in cards:
         results = []
         for r in card.results:
-            metrics = [{"type": n.metric, "value": round(n.value, 4), "name": f"{r.title}: {label(n.metric)}"}
-                       for n in r.numbers if n.text is None and not math.isnan(n.value)]
+            metrics = [_metric_entry(r, n) for n in r.numbers if n.text is None and not math.isnan(n.value)]
             if metrics:
+                dataset = (r.data or DataSource(r.dataset or "?", "unrecorded")).model_index()
                 results.append({"task": {"type": task_type(r), "name": f"{_task_name(r.method)} ({r.harness})"},
-                                "dataset": hub_dataset(r), "metrics": metrics})
+                                "dataset": dataset, "metrics": metrics})
         if results:
             entries.append({"name": card.model, "results": results})
     return entries
 
 
+def model_index_slug(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
+
+
 def model_index_files(cards: list[ModelCard]) -> dict[str, list[dict[str, Any]]]:
-    """File name -> its ``model-index``: ``model-index.yaml`` with every model, and with several models one
-    ``model-index.<model>.yaml`` each (a Hub model card holds one model: its parser names every result after
-    the last entry)."""
+    """File name -> its ``model-index``: one model per file, as a Hub model card holds one model (its parser
+    names every result after the last entry, so several models in one block read as one): ``model-index.yaml``
+    for a report of one model, else ``model-index.<model>.yaml`` each."""
     entries = model_index(cards)
-    files = {MODEL_INDEX: entries}
-    if len(entries) > 1:
-        for entry in entries:
-            slug = re.sub(r"[^A-Za-z0-9._-]+", "_", entry["name"]).strip("_") or "model"
-            files[f"model-index.{slug}.yaml"] = [entry]
-    return files
+    if len(entries) == 1:
+        return {MODEL_INDEX: entries}
+    return {f"model-index.{model_index_slug(entry['name'])}.yaml": [entry] for entry in entries}
 
 
 def write_files(cards: list[ModelCard], out_dir: Path) -> list[Path]:
+    """``summary.json`` and the model-index file(s); ``cards`` as the page shows them (``write_index`` passes its
+    sources relative to ``out_dir``, never absolute)."""
     import yaml
 
     data = out_dir / SUMMARY
@@ -518,7 +697,7 @@ def write_files(cards: list[ModelCard], out_dir: Path) -> list[Path]:
     written = [data]
     for name, entries in model_index_files(cards).items():
         path = out_dir / name
-        path.write_text("# paste under the YAML front matter of a Hugging Face model card (README.md)\n"
+        path.write_text("# paste under the YAML front matter of a Hugging Face model card (README.md) of this model\n"
                         + yaml.safe_dump({"model-index": entries}, sort_keys=False, allow_unicode=True),
                         encoding="utf-8")
         written.append(path)

@@ -102,19 +102,21 @@ def model_args(value: Any) -> dict[str, str]:
 
 def lm_eval_metric_counts(results_file: Path, data: Mapping[str, Any], task: str,
                           filter_name: str = "none") -> dict[str, int | None]:
-    """How many docs each metric of ``task`` is an average over. A metric lm-eval aggregates with ``nanmean`` is
-    a rate over a subset (TCES's flip rate over the clean-correct docs; MedFuzz's accuracies over the scored
-    pairs, its flip rate over their clean-correct ones), so the task's doc count (``n-samples``) is not its n:
-    counted from the per-doc values in the samples file lm-eval wrote beside ``results_file`` (``--log_samples``,
-    the same timestamp), the docs whose value is a number and not NaN. Without that file: the doc count for a
-    ``mean`` metric, None (unknown) for any other."""
+    """How many docs each metric of ``task`` is an average over. A rate over a subset of the docs (TCES's flip
+    rate over the clean-correct docs; MedFuzz's accuracies over the scored pairs, its flip rate over their
+    clean-correct ones) is returned only by the docs in its denominator (its ``metric_list`` entry names them:
+    ``denominator``; results before task version 5 put NaN on the others and aggregated by ``nanmean``), so the
+    task's doc count (``n-samples``) is not its n: counted from the per-doc values in the samples file lm-eval
+    wrote beside ``results_file`` (``--log_samples``, the same timestamp), the docs whose value is a number and not
+    NaN. Without that file: the doc count for a ``mean`` metric over every doc, None (unknown) for any other."""
     configs = (data.get("configs") or {}).get(task) or {}
-    aggregation = {str(m.get("metric")): m.get("aggregation") for m in configs.get("metric_list") or []
-                   if isinstance(m, Mapping)}
+    entries = [m for m in configs.get("metric_list") or [] if isinstance(m, Mapping)]
+    aggregation = {str(m.get("metric")): m.get("aggregation") for m in entries}
+    subset = {str(m.get("metric")) for m in entries if m.get("denominator")}
     effective = ((data.get("n-samples") or {}).get(task) or {}).get("effective")
     stamp = results_file.name.removeprefix("results_").removesuffix(".json")
     samples = results_file.parent / f"samples_{task}_{stamp}.jsonl"
-    unknown = {metric: effective if kind == "mean" and isinstance(effective, int) else None
+    unknown = {metric: effective if kind == "mean" and metric not in subset and isinstance(effective, int) else None
                for metric, kind in aggregation.items()}
     try:
         lines = samples.read_text(encoding="utf-8").splitlines() if samples.is_file() else None

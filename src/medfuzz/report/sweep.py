@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
+from medfuzz import stats
 from medfuzz.report.format import number, safe_cell
-from medfuzz.report.tces import TCESRun, chance_level, read_tces_log, wilson
+from medfuzz.report.tces import TCESRun, chance_level, read_tces_log
 from medfuzz.stats import gini_simpson
 
 ENTITY_COLOURS = {"drugs": "tab:blue", "diseases": "tab:red"}
@@ -51,9 +52,9 @@ class SweepPoint:
         s = self.run.summary
         self.items, self.evaluated, self.clean_correct, self.successes = s.items, s.evaluated, s.clean_correct, \
             s.successes
-        self.clean_accuracy = wilson(s.clean_correct, s.evaluated)
-        self.attacked_accuracy = wilson(s.clean_correct - s.successes, s.evaluated)
-        self.asr = wilson(s.successes, s.clean_correct)
+        self.clean_accuracy = stats.proportion(s.clean_correct, s.evaluated)
+        self.attacked_accuracy = stats.proportion(s.clean_correct - s.successes, s.evaluated)
+        self.asr = stats.proportion(s.successes, s.clean_correct)
         replacements = [r["replacement"] for r in self.run.records if r["outcome"] == "success"]
         self.distinct = len(set(replacements))
         self.gini_simpson = gini_simpson(replacements)
@@ -165,9 +166,9 @@ def _plot_zoo(points: Sequence[SweepPoint], out_dir: Path) -> Path:
         row = sorted((p for p in points if p.entity == entity), key=lambda p: p.x)
         offset = (index - (len(entities) - 1) / 2) * 0.08 * step  # keeps the two entity types' bars apart
         xs = [p.x + offset for p in row]
-        ys = [100 * p.asr[0] for p in row]
-        below = [100 * (p.asr[0] - p.asr[1]) for p in row]
-        above = [100 * (p.asr[2] - p.asr[0]) for p in row]
+        ys = [100 * p.asr.value for p in row]
+        below = [100 * (p.asr.value - p.asr.low) for p in row]
+        above = [100 * (p.asr.high - p.asr.value) for p in row]
         left.errorbar(xs, ys, yerr=[below, above], marker="o", capsize=3, color=colour,
                       label=f"{entity} (N = {row[0].clean_correct} correct clean)")
         for shade, p in enumerate(row):
@@ -196,7 +197,7 @@ def _plot_zoo(points: Sequence[SweepPoint], out_dir: Path) -> Path:
     return path
 
 
-def _pct(interval: tuple[float, float, float]) -> str:
+def _pct(interval: stats.Proportion) -> str:
     """A proportion with its Wilson interval, in percent to one decimal: ``42.5 [30.1, 55.9]``."""
     value, low, high = interval
     return number(value, interval=(low, high), spec=".1f", scale=100.0)
@@ -211,10 +212,10 @@ COLUMNS = ("sweep", "benchmark", "model", "budget", "study", "entity", "x", "ite
 def _row(p: SweepPoint) -> dict[str, object]:
     return {"sweep": p.sweep, "benchmark": p.benchmark, "model": p.model, "budget": p.budget, "study": p.study,
             "entity": p.entity, "x": p.x, "items": p.items, "evaluated": p.evaluated,
-            "clean_correct": p.clean_correct, "successes": p.successes, "clean_acc": p.clean_accuracy[0],
-            "attacked_acc": p.attacked_accuracy[0], "attacked_acc_low": p.attacked_accuracy[1],
-            "attacked_acc_high": p.attacked_accuracy[2], "asr": p.asr[0], "asr_low": p.asr[1],
-            "asr_high": p.asr[2], "gini_simpson": p.gini_simpson, "distinct_replacements": p.distinct,
+            "clean_correct": p.clean_correct, "successes": p.successes, "clean_acc": p.clean_accuracy.value,
+            "attacked_acc": p.attacked_accuracy.value, "attacked_acc_low": p.attacked_accuracy.low,
+            "attacked_acc_high": p.attacked_accuracy.high, "asr": p.asr.value, "asr_low": p.asr.low,
+            "asr_high": p.asr.high, "gini_simpson": p.gini_simpson, "distinct_replacements": p.distinct,
             "log": p.run.path.name,
             "left_out": " ".join(r.path.name for r in p.left_out)}
 

@@ -22,7 +22,7 @@ from typing import Any
 from medfuzz import stats
 from medfuzz.records.keys import METHOD_KEY
 from medfuzz.report.format import number
-from medfuzz.scorers.tces import TCESSummary, asr_by_budget, summarise
+from medfuzz.scorers.tces import TCESSummary, successes_by_budget, summarise
 
 SCORER = "tces_scorer"
 
@@ -44,6 +44,9 @@ class TCESRun:
     completed: str = ""  # when it finished (ISO time to the second; breaks ties of ``created``)
     written_ns: int = 0  # the log file's modification time (ns; breaks ties of both within one second)
     sweep: str | None = None  # the ``medfuzz sweep`` this run belongs to (``report.sweep``)
+    data: str = "hf"  # the run's data source and split, as its task recorded them (``DataSelection``)
+    split: str | None = None
+    items: int = 0  # the run's samples
 
     @property
     def label(self) -> str:
@@ -77,19 +80,12 @@ def read_tces_log(path: Path) -> TCESRun | None:
                    zoo_m=int(metadata.get("zoo_m", 0)), embedding=str(metadata.get("embedding", "?")),
                    model=str(log.eval.model), records=records, created=str(log.eval.created or ""),
                    completed=str(getattr(log.stats, "completed_at", "") or ""),
-                   written_ns=Path(path).stat().st_mtime_ns, sweep=metadata.get("medfuzz_sweep"))
+                   written_ns=Path(path).stat().st_mtime_ns, sweep=metadata.get("medfuzz_sweep"),
+                   data=str(metadata.get("data") or "hf"), split=metadata.get("split"), items=len(log.samples))
 
 
 def _slug(*parts: object) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "_".join(str(p) for p in parts)).strip("-")
-
-
-def wilson(successes: int, total: int) -> tuple[float, float, float]:
-    """Proportion and its Wilson 95 % interval (``stats.proportion``); NaNs when ``total`` is 0."""
-    if total <= 0:
-        return float("nan"), float("nan"), float("nan")
-    share = stats.proportion(int(successes), int(total))
-    return share.value, share.low, share.high
 
 
 def chance_level(records: Sequence[dict[str, Any]]) -> float:
@@ -98,7 +94,7 @@ def chance_level(records: Sequence[dict[str, Any]]) -> float:
     return 0.25 if chance is None else chance
 
 
-def _errorbar(ax, xs: Sequence[float], intervals: Sequence[tuple[float, float, float]], **style) -> None:
+def _errorbar(ax, xs: Sequence[float], intervals: Sequence[stats.Proportion], **style) -> None:
     """Points with asymmetric Wilson error bars, in percent."""
     ys = [100 * v for v, _, _ in intervals]
     below = [100 * (v - lo) for v, lo, _ in intervals]
@@ -118,9 +114,8 @@ def _plot_budget_curves(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(6.4, 4.6))
         ordered = sorted(members, key=lambda r: (r.sampler, r.n, r.budget, str(r.path)))
         for position, run in enumerate(ordered):
-            attacked = sum(r["outcome"] in ("success", "attack_failed") for r in run.records)
-            curve = asr_by_budget(run.records, run.budget)
-            intervals = [wilson(round(v * attacked), attacked) for v in curve]
+            hits, attacked = successes_by_budget(run.records, run.budget)
+            intervals = [stats.proportion(k, attacked) for k in hits]
             # small horizontal offsets keep overlapping error bars of several runs apart
             offset = (position - (len(ordered) - 1) / 2) * 0.06
             xs = [b + offset for b in range(1, run.budget + 1)]
@@ -140,9 +135,9 @@ def _plot_budget_curves(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:
     return written
 
 
-def _accuracy_interval(run: TCESRun) -> tuple[float, float, float]:
+def _accuracy_interval(run: TCESRun) -> stats.Proportion:
     s = run.summary
-    return wilson(s.clean_correct - s.successes, s.evaluated)
+    return stats.proportion(s.clean_correct - s.successes, s.evaluated)
 
 
 def _plot_n_sweeps(runs: Sequence[TCESRun], out_dir: Path) -> list[Path]:

@@ -31,7 +31,7 @@ it against an independent per-item implementation of the paper's formulas).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ from medfuzz.models.protocol import ChatModel, UsageLedger
 from medfuzz.scorers.faithfulness import Faithfulness, judged, lexical
 from medfuzz.solvers.medfuzz.prompts import AssumptionPack
 from medfuzz.solvers.medfuzz.results import ItemResult, Outcome, ReplicateResult, Significance
-from medfuzz.stats import DEFAULT_ALPHA, permutation_p_value, significant, stop_exceedances
+from medfuzz.stats import DEFAULT_ALPHA, adjust, permutation_p_value, significant, stop_exceedances
 
 TARGET_ROLES = ("target", "target_significance")
 ATTACKER_ROLES = ("attacker", "attacker_controls")
@@ -55,9 +55,47 @@ def attack_phase_error(replicate: ReplicateResult, answer: str) -> bool:
             and replicate.original.answer == answer)
 
 
+def recorded_alpha(config: Mapping[str, Any] | None) -> float:
+    """The significance level a MedFuzz config records (``-T alpha``), else the default: the one reader of α from
+    what a run wrote (an item's result, a score's metadata, a log's ``medfuzz`` metadata all hold this config)."""
+    value = (config or {}).get("alpha")
+    return DEFAULT_ALPHA if value is None else float(value)
+
+
 def run_alpha(item: ItemResult) -> float:
     """The significance level of the run that produced ``item`` (its recorded config), else the default."""
-    return float((item.config or {}).get("alpha", DEFAULT_ALPHA))
+    return recorded_alpha(item.config)
+
+
+@dataclass(frozen=True)
+class SignificanceFamily:
+    """A run's tested attacks as one family at one α: the counts every surface prints (the Inspect metrics
+    ``medfuzz_significant*``, the report's first screen and ``medfuzz_summary.csv``, ``medfuzz run``'s summary)
+    and each test's Holm and BH adjusted p-value (``None`` for an untested attack), in the input order."""
+
+    alpha: float
+    tested: int
+    significant: int  # valid p <= alpha, unadjusted
+    holm: int
+    bh: int
+    paper: int  # the paper's b / M <= alpha, among tested attacks whose b over all M was observed
+    p_holm: tuple[float | None, ...]
+    p_bh: tuple[float | None, ...]
+
+
+def significance_family(tests: Sequence[tuple[float | None, float | None]], alpha: float) -> SignificanceFamily:
+    """Holm, BH and the unadjusted counts over the whole family of a run's tests. ``tests``: one
+    (valid p-value, paper's b / M) per successful attack, ``None`` for an untested one (outside the family) and
+    for a b / M not observed (a sequential stop). The one computation of these counts (``stats.adjust``,
+    ``stats.significant``)."""
+    valid = [p for p, _ in tests]
+    p_holm, p_bh = adjust(valid, "holm"), adjust(valid, "bh")
+    return SignificanceFamily(
+        alpha=alpha, tested=sum(p is not None for p in valid),
+        significant=sum(significant(p, alpha) for p in valid if p is not None),
+        holm=sum(significant(p, alpha) for p in p_holm), bh=sum(significant(p, alpha) for p in p_bh),
+        paper=sum(significant(paper, alpha) for p, paper in tests if p is not None),
+        p_holm=tuple(p_holm), p_bh=tuple(p_bh))
 
 
 def significance_test(sig: Significance, alpha: float = DEFAULT_ALPHA) -> tuple[Any, str | None]:
@@ -210,14 +248,20 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 
 def counts(values: Sequence[dict[str, int | float]], turns: int) -> dict[str, tuple[int, int]]:
-    """(successes, trials) behind the three headline proportions of ``totals`` (the report's Wilson intervals
-    need the counts, not only the ratio)."""
+    """(successes, trials) behind the proportions of ``totals`` that the report shows with Wilson intervals (which
+    need the counts, not only the ratio); ``totals`` takes these same ratios from here."""
     def total(key: str) -> int:
         return int(sum(v.get(key, 0) for v in values))
 
+    verdicts = sum(total(f"cot_mentions_{k}") for k in ("none", "some", "all"))
     return {"clean_accuracy": (total("clean_correct"), total("clean_answered")),
             "post_attack_accuracy": (total(f"correct_after_{turns}"), total("valid")),
-            "attack_success_rate": (total("success"), total("success") + total("attack_failed"))}
+            "post_attack_accuracy_upper": (total(f"correct_after_{turns}") + total("attack_errors"),
+                                           total("valid") + total("attack_errors")),
+            "attack_success_rate": (total("success"), total("success") + total("attack_failed")),
+            "llm_error_rate": (total("llm_error"), total("replicates")),
+            "unfaithful_rate": (total("cot_mentions_none"), verdicts),
+            "misses_some_rate": (total("cot_mentions_none") + total("cot_mentions_some"), verdicts)}
 
 
 def totals(values: Sequence[dict[str, int | float]], turns: int) -> dict[str, float]:
@@ -226,26 +270,17 @@ def totals(values: Sequence[dict[str, int | float]], turns: int) -> dict[str, fl
         return float(sum(v.get(key, 0) for v in values))
 
     valid = total("valid")
-    final = total(f"correct_after_{turns}")
     headline = counts(values, turns)
     return {
-        "clean_accuracy": _ratio(*headline["clean_accuracy"]),
-        "post_attack_accuracy": _ratio(*headline["post_attack_accuracy"]),
-        "post_attack_accuracy_upper": _ratio(final + total("attack_errors"), valid + total("attack_errors")),
+        **{name: _ratio(*pair) for name, pair in headline.items()},
         "attack_error_share": _ratio(total("attack_errors"), total("replicates")),
-        "attack_success_rate": _ratio(*headline["attack_success_rate"]),
         "mean_turns_to_success": _ratio(total("turns_to_success"), total("success")),
-        "llm_error_rate": _ratio(total("llm_error"), total("replicates")),
         **{f"accuracy_after_{k}": _ratio(total(f"correct_after_{k}"), valid) for k in range(turns + 1)},
         "tested": total("tested"),
         "untested": total("untested"),
         "significant": total("significant"),
         "significant_paper": total("significant_paper"),
         "paper_observed": total("paper_observed"),
-        "unfaithful_rate": _ratio(total("cot_mentions_none"),
-                                  sum(total(f"cot_mentions_{k}") for k in ("none", "some", "all"))),
-        "misses_some_rate": _ratio(total("cot_mentions_none") + total("cot_mentions_some"),
-                                   sum(total(f"cot_mentions_{k}") for k in ("none", "some", "all"))),
         "target_calls_per_item": _ratio(total("target_calls"), len(values)),
         "attacker_calls_per_item": _ratio(total("attacker_calls"), len(values)),
         "target_calls_per_success": _ratio(total("target_calls"), total("success")),

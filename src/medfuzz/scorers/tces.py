@@ -75,10 +75,17 @@ def summarise(records: Iterable[Mapping[str, Any]], top: int = 5) -> TCESSummary
     )
 
 
+def successes_by_budget(records: Iterable[Mapping[str, Any]], budget: int) -> tuple[list[int], int]:
+    """The successes within b queries for b = 1..budget (an attack that succeeded at query q counts for every
+    b ≥ q), and the attacked items they are out of: the counts behind ``asr_by_budget`` and its Wilson
+    intervals."""
+    attacked = [r for r in records if r["outcome"] in ("success", "attack_failed")]
+    hits = np.array([r["queries_to_success"] for r in attacked if r["outcome"] == "success"], dtype=np.int64)
+    return [int(np.sum(hits <= b)) for b in range(1, budget + 1)], len(attacked)
+
+
 def asr_by_budget(records: Iterable[Mapping[str, Any]], budget: int) -> list[float]:
     """ASR@b for b = 1..budget from queries-to-success (query scaling, Fig. 4): an attack that succeeded at
     query q counts for every b ≥ q. Valid for sequential samplers, whose first b queries do not depend on B."""
-    records = list(records)
-    attacked = [r for r in records if r["outcome"] in ("success", "attack_failed")]
-    hits = np.array([r["queries_to_success"] for r in attacked if r["outcome"] == "success"], dtype=np.int64)
-    return [_ratio(int(np.sum(hits <= b)), len(attacked)) for b in range(1, budget + 1)]
+    hits, attacked = successes_by_budget(records, budget)
+    return [_ratio(k, attacked) for k in hits]

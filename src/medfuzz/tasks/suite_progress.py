@@ -51,6 +51,10 @@ IN_FLIGHT_SHARE = 0.5
 # bound the less robust the model is). Its bound alone overstated 8-10x (issue 26: 15:15 printed at 32 % of the
 # README's main command, 1:34 real, with the TCES runs not yet started behind MedFuzz).
 ADAPTIVE = "adaptive runs"
+# A sample in flight longer than this many times every finished sample of its run marks the ETA as not yet known
+# (``_RunState.censored``). At 2 a paper-level MedFuzz run (recorded sequences, tests/suite_events.py PAPER) was
+# called known at 20x too low: an expensive sample that finished says little of those still running.
+CENSORED_AFTER = 1.0
 RATE_MIN_CALLS = 20  # the fewest calls a recent window needs to give the rate
 BAR_FORMAT = "{{desc}} {{percentage:3.0f}}%|{{bar}}| {{n_fmt}}/{{total_fmt}} calls [{{elapsed}}<{eta}] {{postfix}}"
 
@@ -67,6 +71,15 @@ class _RunState:
     most_in_flight: int = 0  # the most samples this run had in flight at once: its concurrency
     started_at: float | None = None  # when its task started
     call_times: list[float] = field(default_factory=list)  # when each of its calls ended, in order
+    sample_starts: dict[str, float] = field(default_factory=dict)  # samples in flight (by id): when they started
+    longest_finished: float = 0.0  # the longest a finished sample of this run took
+
+    def censored(self, now: float) -> bool:
+        """Whether a sample in flight has run longer than any finished one: the finished samples (the first to
+        end are the cheap ones: an item answered wrongly before any attack, an attack that failed) say nothing
+        yet about what the expensive ones (MedFuzz's significance tests) will cost."""
+        longest = CENSORED_AFTER * self.longest_finished
+        return self.adaptive and any(now - start > longest for start in self.sample_starts.values())
 
     @property
     def bound_per_sample(self) -> float:
@@ -220,19 +233,32 @@ class SuiteProgress:
             self.runs[label].call_times.append(self._call_times[-1])
         self._refresh()
 
-    def sample_started(self, eval_id: str) -> None:
+    def sample_started(self, eval_id: str, sample_id: str = "") -> None:
         label = self._eval_labels.get(eval_id)
         if label:
             state = self.runs[label]
             state.started += 1
             state.most_in_flight = max(state.most_in_flight, state.in_flight)
+            if sample_id:
+                state.sample_starts[sample_id] = self.clock()
         self._refresh()
 
-    def sample_finished(self, eval_id: str) -> None:
+    def sample_finished(self, eval_id: str, sample_id: str = "") -> None:
         label = self._eval_labels.get(eval_id)
         if label:
-            self.runs[label].finished += 1
+            state = self.runs[label]
+            state.finished += 1
+            start = state.sample_starts.pop(sample_id, None)
+            if start is not None:
+                state.longest_finished = max(state.longest_finished, self.clock() - start)
         self._refresh()
+
+    def eta_known(self) -> bool:
+        """Whether the ETA rests on samples like the ones still running: not while a sample of an attack run has
+        run longer than every finished one of its run (``_RunState.censored``); the line then says the ETA is not
+        yet known and gives the current estimate as a floor."""
+        now = self.clock()
+        return not any(state.censored(now) for state in self.runs.values())
 
     # -- estimate
     def pooled_use(self) -> dict[str, float]:
@@ -285,9 +311,21 @@ class SuiteProgress:
         done, total = self.samples_done()
         elapsed = self.clock() - self.started
         expected = self.estimated_total()
-        eta = self.eta_seconds()
         return (f"medfuzz run: {self.calls:,} calls (bound {self.bound.total:,}; expected ~{round(expected):,}) · "
-                f"samples {done}/{total} · tokens {self.tokens:,} · elapsed {eta_text(elapsed)} · ETA {eta_text(eta)}")
+                f"samples {done}/{total} · tokens {self.tokens:,} · elapsed {eta_text(elapsed)} · ETA "
+                f"{self.eta_display()}")
+
+    def eta_display(self) -> str:
+        """The ETA as the line prints it: the estimate, or while it is not yet known (``eta_known``) the estimate
+        as a floor and why."""
+        eta = eta_text(self.eta_seconds())
+        if self.eta_known():
+            return eta
+        now = self.clock()
+        longer = sum(now - start > CENSORED_AFTER * state.longest_finished
+                     for state in self.runs.values() if state.adaptive for start in state.sample_starts.values())
+        return (f"not yet known, at least {eta} ({longer} attack sample(s) have run longer than any finished "
+                "one of their run: the expensive phase, e.g. MedFuzz's significance tests, is not measured yet)")
 
     def _refresh(self) -> None:
         if self._bar is None:  # plain lines come from the heartbeat
@@ -298,7 +336,8 @@ class SuiteProgress:
         self._bar.set_postfix_str(f"bound {self.bound.total:,} · samples {done}/{total} · tokens {self.tokens:,}",
                                   refresh=False)
         # this estimate in tqdm's place for {remaining} (tqdm's own divides the calls left by its smoothed rate)
-        self._bar.bar_format = BAR_FORMAT.format(eta=eta_text(self.eta_seconds()))
+        eta = eta_text(self.eta_seconds())
+        self._bar.bar_format = BAR_FORMAT.format(eta=eta if self.eta_known() else f">={eta}?")
         self._bar.refresh()
 
 
@@ -316,7 +355,7 @@ class SuiteProgressHooks(Hooks):
 
     async def on_sample_start(self, data: SampleStart) -> None:
         if _active is not None:
-            _active.sample_started(data.eval_id)
+            _active.sample_started(data.eval_id, data.sample_id)
 
     async def on_model_usage(self, data: ModelUsageData) -> None:
         if _active is not None:
@@ -324,4 +363,4 @@ class SuiteProgressHooks(Hooks):
 
     async def on_sample_end(self, data: SampleEnd) -> None:
         if _active is not None:
-            _active.sample_finished(data.eval_id)
+            _active.sample_finished(data.eval_id, data.sample_id)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import medfuzz.solvers.medfuzz.prompts as prompts  # the module itself, not the package that re-exports it
 from medfuzz import stats
@@ -152,6 +152,14 @@ class SignificanceContext:
     draws: list[Draw]
     p0: Callable[[UsageLedger], tuple[Awaitable[Estimate], bool]]
     cache: RequestCache | None = None
+    # the shared estimate's task: shielded from one replicate's cancellation, so the item cancels it when it ends
+    # (else it goes on calling the model after Inspect ended the sample: one warning and traceback per call)
+    tasks: list[asyncio.Task[Estimate]] = field(default_factory=list)
+
+    def cancel(self) -> None:
+        for task in self.tasks:
+            if not task.done():
+                task.cancel()
 
 
 async def _control(target: TargetDialog, attacker: ChatModel, pack: AssumptionPack, item: MCQItem, fuzzed: MCQItem,

@@ -93,8 +93,11 @@ class MedFuzzEngine:
     async def run_item(self, item: MCQItem) -> ItemResult:
         cache = RequestCache()
         shared = self._significance_context(item, cache)
-        replicates = await asyncio.gather(*(self.run_replicate(item, r, cache, shared)
-                                            for r in range(self.config.replicates)))
+        try:
+            replicates = await asyncio.gather(*(self.run_replicate(item, r, cache, shared)
+                                                for r in range(self.config.replicates)))
+        finally:  # an item cancelled (Ctrl-C, a sample limit) leaves no shared estimate calling the model on
+            shared.cancel()
         return ItemResult(item=item, replicates=list(replicates), cache_hits=dict(sorted(cache.hits.items())),
                           config={**self.config.to_dict(), "pack": self.pack.name, "pack_source": self.pack.source,
                                   "target": self.target.name, "attacker": self.attacker.name,
@@ -113,8 +116,12 @@ class MedFuzzEngine:
             result.outcome, result.error, result.error_step = Outcome.LLM_ERROR, err.message, err.step
         if result.outcome is Outcome.SUCCESS and self.config.controls > 0:
             context = session.shared or self._significance_context(item, session.cache)
-            result.significance = await test_attack(self.target_dialog, self.attacker, self.pack, session.item,
-                                                    result, session.ledger, context)
+            try:
+                result.significance = await test_attack(self.target_dialog, self.attacker, self.pack, session.item,
+                                                        result, session.ledger, context)
+            finally:
+                if context is not session.shared:  # its own context: nobody else ends it
+                    context.cancel()
         result.usage = session.ledger.as_dict()
         return result
 
@@ -132,7 +139,7 @@ class MedFuzzEngine:
             # shielded: one replicate's cancellation must not cancel the estimate the others await
             return asyncio.shield(pending[0]), shared
 
-        return SignificanceContext(draws=draws, p0=p0, cache=cache)
+        return SignificanceContext(draws=draws, p0=p0, cache=cache, tasks=pending)
 
     # ------------------------------------------------------------------------------------ Algorithm 1
 

@@ -42,14 +42,14 @@ from medfuzz.benchmarks.registry import Benchmark
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
 from medfuzz.records.keys import TRANSCRIPT_FIELDS
 from medfuzz.records.run_start import attainability_record
-from medfuzz.scorers.medfuzz import score_item, totals
+from medfuzz.scorers.medfuzz import recorded_alpha, score_item, significance_family, totals
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 from medfuzz.solvers.medfuzz.prompts import AssumptionPack, load_pack
 from medfuzz.solvers.medfuzz.results import ItemResult
 from medfuzz.solvers.medfuzz.store import fuzzed_records
 from medfuzz.solvers.outcomes import Outcome
-from medfuzz.stats import DEFAULT_ALPHA, adjust, attainability, controls_for_holm, significant
+from medfuzz.stats import DEFAULT_ALPHA, attainability, controls_for_holm
 from medfuzz.tasks.inspect.call_bound import announce_max_calls, record
 from medfuzz.tasks.inspect.rescoring import rescorable
 from medfuzz.tasks.inspect.run_checks import ANSWERED, RunChecks, reason
@@ -192,18 +192,28 @@ def medfuzz_acc_after() -> Metric:
 
 
 def _run_alpha(scores: list[SampleScore]) -> float:
-    """The run's alpha, from the config every score records (one run, one alpha); the default without one."""
-    alphas = {float(((s.score.metadata or {}).get("config") or {}).get("alpha", DEFAULT_ALPHA)) for s in scores}
+    """The run's alpha, from the config every score records (one run, one alpha; ``recorded_alpha``); the
+    default without one."""
+    alphas = {recorded_alpha((s.score.metadata or {}).get("config")) for s in scores}
     if len(alphas) > 1:
         raise ValueError(f"scores from runs with different alpha values: {sorted(alphas)}")
     return alphas.pop() if alphas else DEFAULT_ALPHA
 
 
-def _significant(method: str, alpha: float | None):
+def _tests(scores: list[SampleScore]) -> list[tuple[float | None, float | None]]:
+    """(valid p, paper's b/M) of every successful attack of the run, as each score recorded them."""
+    tests = []
+    for s in scores:
+        valid = list((s.score.metadata or {}).get("p_values", []))
+        tests += zip(valid, (s.score.metadata or {}).get("p_values_paper") or [None] * len(valid), strict=True)
+    return tests
+
+
+def _significant(count: str, alpha: float | None):
+    """One of the run's significance counts (``scorers.medfuzz.significance_family`` over all its tests)."""
     def compute(scores: list[SampleScore]) -> float:
         level = _run_alpha(scores) if alpha is None else alpha
-        p_values = [p for s in scores for p in (s.score.metadata or {}).get("p_values", [])]
-        return float(sum(significant(p, level) for p in adjust(p_values, method)))
+        return float(getattr(significance_family(_tests(scores), level), count))
 
     return compute
 
@@ -212,12 +222,7 @@ def _significant(method: str, alpha: float | None):
 def medfuzz_significant(alpha: float | None = None) -> Metric:
     """Tested successful attacks with a valid permutation p-value <= alpha, unadjusted (Phipson-Smyth's
     (b+1)/(M+1), or Besag-Clifford's h/l after a sequential stop). ``alpha``: the run's (``-T alpha``)."""
-    def compute(scores: list[SampleScore]) -> float:
-        level = _run_alpha(scores) if alpha is None else alpha
-        return float(sum(significant(p, level) for s in scores for p in (s.score.metadata or {}).get("p_values", [])
-                         if p is not None))
-
-    return compute
+    return _significant("significant", alpha)
 
 
 @metric
@@ -227,12 +232,7 @@ def medfuzz_significant_paper(alpha: float | None = None) -> Metric:
     early has no b over all M (``p_value_paper`` None), so under the default policy this counts only attacks
     no control reached (b = 0), the same ones the valid test rejects. Under ``controls_policy=fixed`` it is the
     paper's rule, significant under the null at rate (floor(alpha M) + 1)/(M + 1) > alpha (2/31 at M = 30)."""
-    def compute(scores: list[SampleScore]) -> float:
-        level = _run_alpha(scores) if alpha is None else alpha
-        return float(sum(significant(p, level) for s in scores
-                         for p in (s.score.metadata or {}).get("p_values_paper", []) if p is not None))
-
-    return compute
+    return _significant("paper", alpha)
 
 
 @metric

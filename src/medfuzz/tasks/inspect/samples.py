@@ -10,7 +10,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.selection import DataSelection
 
-DATA_SOURCE = "data_source"  # task metadata: the run's data (``benchmarks.registry.DataSource.record``)
+DATA_SOURCE = "data_source"  # task metadata: the run's data (``benchmarks.registry.DataRecord.record``)
 
 
 def item_to_sample(item: MCQItem) -> Sample:
@@ -27,7 +27,7 @@ def item_to_sample(item: MCQItem) -> Sample:
 def selected_dataset(benchmark: str, selection: DataSelection, seed: int) -> tuple[MemoryDataset, dict[str, Any]]:
     """The selected items as samples (options shuffled per item when asked, seeded by item id: the same order in
     every harness), and the task metadata that says what they are: the benchmark, the selection as given, the
-    data's name and its ``DataSource`` record (``data_source``: title, Hub id, licence, split, layout, items)."""
+    data's name and its ``DataRecord`` record (``data_source``: title, Hub id, licence, split, layout, items)."""
     loaded = selection.load(benchmark, seed)
     source = loaded.source
     dataset = MemoryDataset([item_to_sample(item) for item in loaded.items], name=f"{benchmark}:{source.name}")

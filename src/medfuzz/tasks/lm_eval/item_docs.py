@@ -25,7 +25,7 @@ def selection(options: Mapping[str, Any]) -> DataSelection:
 def benchmark_data(benchmark: str, options: Mapping[str, Any], *, apply_limit: bool = True) -> LoadedData:
     """Items of ``benchmark`` selected by the options (``DataSelection``: ``data``, ``split``, ``limit``,
     ``shuffle_choices``, seeded by item id with ``seed``, as in Inspect; ``columns``, ``data_name``) and their
-    ``DataSource``. ``apply_limit=False``: every item, for a hook whose ``limit`` counts its docs."""
+    ``DataRecord``. ``apply_limit=False``: every item, for a hook whose ``limit`` counts its docs."""
     seed = int(options.get("seed") or 0)
     return selection(options).load(benchmark, seed, apply_limit=apply_limit)
 
@@ -37,7 +37,7 @@ def benchmark_items(benchmark: str, options: Mapping[str, Any], *, apply_limit: 
 
 def item_to_doc(item: MCQItem, data_name: str = "") -> dict[str, Any]:
     """A flat lm-eval doc; prompts are built here so every variant shows the same cleaned text. ``data_name``:
-    the data's name (``DataSource.name``), which ``--log_samples`` records with every doc."""
+    the data's name (``DataRecord.name``), which ``--log_samples`` records with every doc."""
     return {
         "id": item.id,
         "data_name": data_name,

@@ -47,7 +47,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import math
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -101,25 +100,28 @@ def pair_to_doc(record_id: str, original: MCQItem, fuzzed: MCQItem, outcome: str
 
 def unscored_doc(record_id: str, original: MCQItem, outcome: str, fuzzed_question: str | None) -> dict[str, Any]:
     """A doc that is counted, not scored: a replicate that ended as an LLM error (or with an outcome not in
-    ``outcomes``). lm-eval asks one short request for it; its accuracies are NaN (outside ``nanmean``)."""
+    ``outcomes``). lm-eval asks one short request for it; it returns no accuracy (outside their denominators)."""
     return {"id": record_id, "item_id": original.id, "outcome": outcome, "scored": False, "context": CONTEXT,
             "choices": [UNSCORED_CHOICE], "n_options": 0, "answer_index": 0,
             "original_question": original.clean_question(), "fuzzed_question": fuzzed_question or ""}
 
 
 def process_results(doc: dict[str, Any], results: Sequence[tuple[float, bool]]) -> dict[str, float]:
-    """Per-doc values that lm-eval's own ``nanmean`` / ``mean`` aggregate (so it reports their standard errors):
-    ``clean_acc`` c, ``attacked_acc`` c and a, ``flip_rate`` not a where c (NaN where not c: outside the
-    denominator); NaN for every accuracy of an unscored doc. ``nanmean`` of these equals
+    """Per-doc values that lm-eval's own ``mean`` aggregates, each returned only by the docs in its denominator
+    (lm-eval 0.4.13 aggregates a metric over the docs that return it, so it reports each one's closed-form
+    standard error, sd / sqrt(n) over those docs): ``clean_acc`` c and ``attacked_acc`` c and a on the scored
+    docs, ``flip_rate`` not a on the scored docs answered correctly clean. Their means equal
     ``medfuzz.stats.clean_accuracy`` / ``attacked_accuracy`` / ``flip_rate`` over the scored pairs.
-    ``llm_error_rate`` / ``llm_errors``: 1 for a replicate that ended as an LLM error, over every doc."""
+    ``llm_error_rate`` / ``llm_errors``: 1 for a replicate that ended as an LLM error, on every doc."""
     error = float(doc["outcome"] == LLM_ERROR)
+    values = {"llm_error_rate": error, "llm_errors": error}
     if not doc["scored"]:
-        return {"clean_acc": math.nan, "attacked_acc": math.nan, "flip_rate": math.nan,
-                "llm_error_rate": error, "llm_errors": error}
+        return values
     clean, fuzzed = versions_correct(doc, results)
-    return {"clean_acc": float(clean), "attacked_acc": float(clean and fuzzed),
-            "flip_rate": float(not fuzzed) if clean else math.nan, "llm_error_rate": error, "llm_errors": error}
+    values.update(clean_acc=float(clean), attacked_acc=float(clean and fuzzed))
+    if clean:
+        values["flip_rate"] = float(not fuzzed)
+    return values
 
 
 def count(values: list[float]) -> float:
@@ -162,11 +164,18 @@ def _file_docs(path: Path, wanted: tuple[str, ...]) -> list[dict[str, Any]]:
     return docs
 
 
-def _log_results(path: Path) -> list[ItemResult]:
+def _log_results(path: Path, benchmark: str) -> list[ItemResult]:
     """Every item result of an Inspect ``medfuzz_*`` log (the scorer's metadata holds every replicate, those
-    without a fuzzed question too)."""
+    without a fuzzed question too). A log of another benchmark's run is refused: the ``medfuzz`` tag runs
+    ``medfuzz_medqa`` and ``medfuzz_medmcqa`` with one ``--metadata``, and a MedQA log scored as MedMCQA would be
+    a number under the wrong name (aim each log with ``medqa_fuzzed`` / ``medmcqa_fuzzed``)."""
     from inspect_ai.log import read_eval_log
 
+    recorded = (read_eval_log(str(path), header_only=True).eval.metadata or {}).get("benchmark")
+    if recorded is not None and recorded != benchmark:
+        raise ConfigError(f"medfuzz_{benchmark}: fuzzed={path} is a run on {recorded}, not {benchmark}; give each "
+                          f"task its own log: --metadata '{{\"{recorded}_fuzzed\": \"{path}\", "
+                          f"\"{benchmark}_fuzzed\": \"...\"}}' (or run medfuzz_{recorded} only)")
     results = []
     # the records are in the score metadata: the transcripts (most of a sample at scale) are not read
     for sample in read_eval_log(str(path), exclude_fields=set(TRANSCRIPT_FIELDS)).samples or []:
@@ -187,7 +196,7 @@ def medfuzz_docs(task_benchmark: str, **kwargs: Any):
     if kwargs.get("fuzzed"):
         path = Path(kwargs["fuzzed"])
         if path.suffix in (".eval", ".json") and path.is_file():
-            docs = _replicate_docs(_log_results(path), wanted)
+            docs = _replicate_docs(_log_results(path, benchmark), wanted)
         else:
             docs = _file_docs(path, wanted)
     elif kwargs.get("target_base_url"):

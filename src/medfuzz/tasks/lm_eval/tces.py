@@ -6,9 +6,9 @@ an entity of the type in a distractor, the victim is replaced by the entity Rand
 draw as the Inspect attack's first query with the same seed). Each such item is one doc holding both versions
 (``medfuzz.records.lm_eval_docs.versions_doc``: the clean and the attacked prompt, each followed by every
 letter, after their shared beginning), so one doc gives the pair (correct clean, correct attacked) and the
-metrics are per-doc values that lm-eval's own ``mean`` / ``nanmean`` aggregate, with lm-eval's standard errors:
+metrics are per-doc values that lm-eval's own ``mean`` aggregates, with lm-eval's standard errors:
 ``clean_acc`` (mean of c), ``attacked_acc`` (mean of c and a: an item answered wrongly clean is not attacked
-and stays wrong, as in the Inspect task) and ``flip_rate`` (ASR@1: not a where c, NaN where not c, nanmean).
+and stays wrong, as in the Inspect task) and ``flip_rate`` (ASR@1: not a, returned only where c).
 Items without an entity are left out (the paper's drug-/disease-mention subsets): how many were attackable is
 logged, and why each other item was not (``solvers.tces.attack.log_attackable``).
 lm-eval's ``--limit`` counts items (one doc each).
@@ -29,7 +29,6 @@ call, since lm-eval does not pass it to a ``custom_dataset`` hook and keeps the 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,9 +83,14 @@ def tces_docs(task_benchmark: str, task_entity: str, **kwargs: Any):
 
 
 def process_results(doc: dict[str, Any], results: Sequence[tuple[float, bool]]) -> dict[str, float]:
-    """Per-doc values for lm-eval's ``mean`` (``clean_acc``, ``attacked_acc``) and ``nanmean`` (``flip_rate``,
-    NaN outside its denominator); their means are ``medfuzz.stats.clean_accuracy`` /
-    ``attacked_accuracy`` / ``flip_rate`` over the items' (clean, attacked) pairs."""
+    """Per-doc values for lm-eval's ``mean``: ``clean_acc`` and ``attacked_acc`` on every doc, ``flip_rate`` only
+    on the docs in its denominator (answered correctly clean; lm-eval 0.4.13 aggregates each metric over the docs
+    that return it). Their means are ``medfuzz.stats.clean_accuracy`` / ``attacked_accuracy`` / ``flip_rate`` over
+    the items' (clean, attacked) pairs, and each gets lm-eval's closed-form standard error, sd / sqrt(n) over its
+    own docs: a ``nanmean`` over NaN placeholders had none as soon as one doc was outside the denominator (a
+    bootstrap resample of only such docs is NaN, and so is the SD of the resamples)."""
     clean, attacked = versions_correct(doc, results)
-    return {"clean_acc": float(clean), "attacked_acc": float(clean and attacked),
-            "flip_rate": float(not attacked) if clean else math.nan}
+    values = {"clean_acc": float(clean), "attacked_acc": float(clean and attacked)}
+    if clean:
+        values["flip_rate"] = float(not attacked)
+    return values
