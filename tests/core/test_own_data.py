@@ -233,6 +233,13 @@ def test_a_named_benchmark_records_its_release() -> None:
     source = medmcqa_clean(data="demo", limit=2).metadata["data_source"]
     assert (source["display"], source["licence"], source["split"], source["kind"]) == ("MedMCQA", "MIT", "dev",
                                                                                       "demo")
+    # a benchmark's task given a file in another layout reads it too, and names the file, not the benchmark
+    from medfuzz.tasks.inspect.baselines import medqa_clean
+
+    task = medqa_clean(data=str(MMLU))
+    source = task.metadata["data_source"]
+    assert len(task.dataset) == 12 and (source["benchmark"], source["layout"], source["display"], source["licence"]) \
+        == ("medqa", "mmlu", "own_mmlu", None)
 
 
 def test_lm_eval_docs_from_a_file_with_a_mapping(tmp_path: Path) -> None:
