@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import types
 import typing
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -91,6 +92,8 @@ def _convert(name: str, value: Any, annotation: Any) -> Any:
         except (TypeError, ValueError):
             raise ConfigError(f"{name}={value!r} is not a number") from None
     if annotation is str:
+        if isinstance(value, Mapping):  # a mapping where text is expected (``columns``): as JSON, which it reads
+            return json.dumps(value)
         if isinstance(value, list | tuple):  # Inspect's CLI reads an unquoted ``-T name=a,b`` as ['a', 'b']
             return ",".join(str(part) for part in value)
         return str(value)

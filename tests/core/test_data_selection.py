@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.benchmarks.selection import DEFAULT_SPLITS, DataSelection
+from medfuzz.benchmarks import registry
+from medfuzz.benchmarks.selection import DataSelection
 from medfuzz.options import ConfigError, parameter_table
 
 PAGE = Path(__file__).parents[2] / "docs" / "foundation.md"
@@ -25,13 +26,15 @@ BLOCK = re.compile(r"(<!-- params:DataSelection -->\n)(.*?)(<!-- /params -->)", 
 def test_every_inspect_task_takes_the_selection_with_its_defaults() -> None:
     from medfuzz.tasks.inspect import baselines, medfuzz, tces
 
-    for fn in (medfuzz.medfuzz, medfuzz.medfuzz_medqa, medfuzz.medfuzz_medmcqa, tces.tces, tces.tces_medqa,
-               tces.tces_medmcqa, baselines.medqa_clean, baselines.medmcqa_clean):
+    variants = [getattr(module, pattern.format(key)) for key in registry.BENCHMARKS
+                for module, pattern in ((medfuzz, "medfuzz_{}"), (tces, "tces_{}"), (baselines, "{}_clean"))]
+    assert len(variants) >= 9  # medqa, medmcqa and mcq (your own data), one task per method each
+    for fn in (medfuzz.medfuzz, tces.tces, *variants):
         parameters = inspect.signature(fn).parameters
         for name in DataSelection.names():
             default = getattr(DataSelection, name)
             if name == "split" and fn.__name__.endswith("_clean"):
-                default = DEFAULT_SPLITS[fn.__name__.removesuffix("_clean")]
+                default = registry.get(fn.__name__.removesuffix("_clean")).default_split
             assert parameters[name].default == default, (fn.__name__, name)
 
 

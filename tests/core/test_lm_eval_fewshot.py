@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from medfuzz.benchmarks import load_items
+from medfuzz.benchmarks import load_items, registry
 from medfuzz.errors import MedfuzzError
 from medfuzz.solvers.medfuzz.store import write_jsonl
 from medfuzz.tasks import LM_EVAL_TASKS_PATH
 from medfuzz.tasks.lm_eval import fewshot
 
 SHOTS = 5
+OWN_DATA = Path(__file__).parents[1] / "fixtures" / "own_mmlu.csv"  # a benchmark without bundled items reads it
 
 
 def _task_names() -> list[str]:
@@ -36,10 +37,20 @@ def _task_names() -> list[str]:
 TASKS = _task_names()
 
 
+def _data(benchmark: str) -> str:
+    """The bundled demo items, or a file for a benchmark without them (your own data)."""
+    return "demo" if registry.get(benchmark).demo else str(OWN_DATA)
+
+
+def _benchmark(task: str) -> str:
+    return next(key for key in sorted(registry.BENCHMARKS, key=len, reverse=True)
+                if task.startswith((f"{key}_", f"tces_{key}_", f"medfuzz_{key}")))
+
+
 def _fuzzed_file(folder: Path, benchmark: str) -> Path:
-    """Two replicates of each of 8 demo items (one ended as an LLM error), in the fuzzed-file layout."""
+    """Two replicates of each of 8 items (one ended as an LLM error), in the fuzzed-file layout."""
     records = []
-    for item in load_items(benchmark, "demo", limit=8):
+    for item in load_items(benchmark, _data(benchmark), limit=8):
         for replicate in (0, 1):
             fuzzed = item.with_question(item.question + f" He has kept bees for {replicate + 3} years.")
             error = item.id.endswith("3") and replicate == 1
@@ -50,11 +61,11 @@ def _fuzzed_file(folder: Path, benchmark: str) -> Path:
 
 
 def _metadata(task: str, folder: Path) -> dict[str, Any]:
-    if task.startswith("medfuzz_"):
-        return {"fuzzed": str(_fuzzed_file(folder, task.split("_")[1]))}
     if task.startswith("medguard"):
         return {"limit_per_aspect": 8}
-    return {"data": "demo", "limit": 12}
+    if task.startswith("medfuzz_"):
+        return {"fuzzed": str(_fuzzed_file(folder, _benchmark(task)))}
+    return {"data": _data(_benchmark(task)), "limit": 12}
 
 
 def _requests(task_name: str, metadata: dict[str, Any], shots: int):
@@ -160,11 +171,14 @@ def test_hf_data_draws_from_the_train_split_only_when_asked(monkeypatch, tmp_pat
                                  "split": "train"}
     reads: list[tuple[str, str | None]] = []
 
-    def fake_load(benchmark, data="hf", split=None, limit=None):
-        reads.append((data, split))
-        return load_items(benchmark, "demo")[20:30]
+    real_load = selection_module.load_data
 
-    monkeypatch.setattr(selection_module, "load_items", fake_load)
+    def fake_load(benchmark, data="hf", split=None, limit=None, columns=None, data_name=None):
+        reads.append((data, split))
+        loaded = real_load(benchmark, "demo")
+        return type(loaded)(loaded.items[20:30], loaded.source)
+
+    monkeypatch.setattr(selection_module, "load_data", fake_load)
     fewshot._split_docs.cache_clear()
     evaluated = [{"id": f"medqa-test-{i}", "context": "x", "choices": [" A"], "answer_index": 0,
                   fewshot.FEWSHOT_SOURCE: value} for i in range(3)]

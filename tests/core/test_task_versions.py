@@ -9,11 +9,13 @@ fails here.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import medfuzz._registry as registry
+from medfuzz.benchmarks.registry import BENCHMARKS
 
 # the smallest arguments that build each family's task from the bundled data (no model is called)
 SMALL: dict[str, dict[str, Any]] = {
@@ -22,6 +24,9 @@ SMALL: dict[str, dict[str, Any]] = {
     "tces": {"data": "demo", "limit": 1},
     "medguard": {"limit_per_aspect": 1},
 }
+
+
+OWN_DATA = Path(__file__).parents[1] / "fixtures" / "own_mmlu.csv"  # a benchmark without bundled items reads it
 
 
 def _registered_tasks() -> dict[str, Any]:
@@ -34,7 +39,9 @@ def test_the_entry_point_registers_every_family() -> None:
     names = set(_registered_tasks())
     assert {"medfuzz/medqa_clean", "medfuzz/medfuzz_medqa", "medfuzz/tces", "medfuzz/medguard",
             "medfuzz/medguard_sycophancy"} <= names
-    assert len(names) == 19  # 2 baselines, 3 MedFuzz, 3 TCES, MedGuard and its 10 aspects
+    # per benchmark of the registry (medqa, medmcqa, mcq) a baseline, MedFuzz and TCES; the generic medfuzz and
+    # tces; MedGuard and its 10 aspects
+    assert len(names) == 3 * len(BENCHMARKS) + 2 + 11
 
 
 @pytest.mark.parametrize("name", sorted(_registered_tasks()))
@@ -42,6 +49,10 @@ def test_every_inspect_task_carries_its_family_version(name: str) -> None:
     factory = _registered_tasks()[name]
     module = sys.modules[factory.__module__]
     family = module.__name__.rsplit(".", 1)[-1]
-    task = factory(**SMALL[family])
+    args = dict(SMALL[family])
+    if args.get("data") == "demo" and any(name.split("/")[-1] in (f"{k}_clean", f"tces_{k}", f"medfuzz_{k}")
+                                          for k, b in BENCHMARKS.items() if b.demo is None):
+        args["data"] = str(OWN_DATA)
+    task = factory(**args)
     assert isinstance(module.TASK_VERSION, int) and module.TASK_VERSION >= 1
     assert task.version == module.TASK_VERSION, f"{name}: Task(version=...) missing"

@@ -1,4 +1,4 @@
-"""Benchmark items, loaders and prompt-time text cleaning."""
+"""Benchmark items, the benchmark registry (``registry``), loaders and prompt-time text cleaning."""
 
 from medfuzz.benchmarks.cleaning import clean_text
 from medfuzz.benchmarks.items import LETTERS, MCQItem
@@ -6,6 +6,8 @@ from medfuzz.benchmarks.loaders import (
     DEMO_MEDMCQA,
     DEMO_MEDQA,
     ColumnMap,
+    LoadedData,
+    load_data,
     load_items,
     load_local,
     load_medmcqa,
@@ -18,10 +20,12 @@ __all__ = [
     "DEMO_MEDQA",
     "LETTERS",
     "ColumnMap",
+    "LoadedData",
     "MCQItem",
     "PromptStyle",
     "clean_text",
     "format_question",
+    "load_data",
     "load_items",
     "load_local",
     "load_medmcqa",

@@ -16,54 +16,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import medfuzz.benchmarks.registry as registry
 from medfuzz.benchmarks.cleaning import clean_text
+from medfuzz.benchmarks.columns import LAYOUTS, ColumnMap, parse_columns, resolve
 from medfuzz.benchmarks.items import LETTERS, MCQItem
+from medfuzz.benchmarks.registry import Benchmark, DataRecord, default_name
 from medfuzz.errors import DataError, MedfuzzError
 
-# The folder beside this file (naming the package, as ``resources.files("medfuzz.benchmarks")`` does, would
-# import the package back from its own submodule: an import circle).
-_DATA = Path(__file__).with_name("data")
-DEMO_MEDQA = _DATA / "medqa_demo.jsonl"
-DEMO_MEDMCQA = _DATA / "medmcqa_demo.jsonl"
+DEMO_MEDQA = registry.get("medqa").demo
+DEMO_MEDMCQA = registry.get("medmcqa").demo
+HF_MEDQA = registry.get("medqa").hub_id
+HF_MEDMCQA = registry.get("medmcqa").hub_id
 
-HF_MEDQA = "GBaker/MedQA-USMLE-4-options"
-HF_MEDMCQA = "openlifescienceai/medmcqa"
-
-AnswerFormat = Literal["letter", "index0", "index1", "text"]
 Duplicates = Literal["error", "warn"]
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class ColumnMap:
-    """Where a local file keeps each part of an item.
-
-    ``options`` is either one column holding a ``{letter: text}`` mapping or a list of texts, or a tuple of
-    columns holding the option texts in letter order. ``answer_format`` says how the answer column is
-    written: a letter, a 0-based or 1-based option index, or the full text of the correct option.
-    """
-
-    question: str = "question"
-    options: str | tuple[str, ...] = "options"
-    answer: str = "answer"
-    answer_format: AnswerFormat = "letter"
-    id: str | None = None
-    metadata: tuple[str, ...] = ()
-
-
-MEDQA_COLUMNS = ColumnMap(
-    question="question", options="options", answer="answer_idx", answer_format="letter",
-    metadata=("meta_info",),
-)
-
-
-def _medmcqa_columns(cop_base: int) -> ColumnMap:
-    return ColumnMap(
-        question="question", options=("opa", "opb", "opc", "opd"), answer="cop",
-        answer_format="index0" if cop_base == 0 else "index1", id="id",
-        metadata=("subject_name", "topic_name", "choice_type"),
-    )
+MEDQA_COLUMNS = LAYOUTS["medqa"].match({"question": "question", "options": "options", "answer_idx": "answer_idx",
+                                        "meta_info": "meta_info"})
 
 
 # ----------------------------------------------------------------------------------------------- reading
@@ -244,6 +214,33 @@ def _options(source: str, row: int, record: dict[str, Any], spec: str | tuple[st
     return options
 
 
+def _index(source: str, row: int, column: str, value: Any, letters: list[str], base: int) -> str:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        index = int(value)
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError
+    except (TypeError, ValueError):
+        raise DataError(source, row, column, f"answer index {value!r} is not an integer") from None
+    if not base <= index < base + len(letters):
+        hint = ""
+        if base == 1 and index == 0:
+            hint = " (0-based data? give columns=answer_format:index0)"
+        elif base == 0 and index == len(letters):
+            hint = " (1-based data? give columns=answer_format:index1)"
+        raise DataError(source, row, column, f"answer index {index} is outside {base}..{base + len(letters) - 1}{hint}")
+    return letters[index - base]
+
+
+def _by_text(source: str, row: int, column: str, value: Any, options: dict[str, str]) -> str:
+    target = clean_text(str(value))
+    matches = [letter for letter, text in options.items() if clean_text(text) == target]
+    if len(matches) != 1:
+        raise DataError(source, row, column, f"answer text {value!r} matches {len(matches)} options, not 1")
+    return matches[0]
+
+
 def _answer(source: str, row: int, record: dict[str, Any], columns: ColumnMap, options: dict[str, str]) -> str:
     column = columns.answer
     if column not in record or record[column] is None or record[column] == "":
@@ -254,24 +251,20 @@ def _answer(source: str, row: int, record: dict[str, Any], columns: ColumnMap, o
     if fmt == "letter":
         letter = str(value).strip().upper()
         if letter not in options:
-            raise DataError(source, row, column, f"answer key {value!r} is not among the options {letters}")
+            hint = " (an index? give columns=answer_format:index0 or index1)" if letter.isdigit() else ""
+            raise DataError(source, row, column, f"answer key {value!r} is not among the options {letters}{hint}")
         return letter
     if fmt in ("index0", "index1"):
-        try:
-            index = int(value)
-        except (TypeError, ValueError):
-            raise DataError(source, row, column, f"answer index {value!r} is not an integer") from None
-        base = 0 if fmt == "index0" else 1
-        if not base <= index < base + len(letters):
-            hint = " (0-based data? pass a 0-based answer format)" if fmt == "index1" and index == 0 else ""
-            raise DataError(source, row, column,
-                            f"answer index {index} is outside {base}..{base + len(letters) - 1}{hint}")
-        return letters[index - base]
-    target = clean_text(str(value))
-    matches = [letter for letter, text in options.items() if clean_text(text) == target]
-    if len(matches) != 1:
-        raise DataError(source, row, column, f"answer text {value!r} matches {len(matches)} options, not 1")
-    return matches[0]
+        return _index(source, row, column, value, letters, 0 if fmt == "index0" else 1)
+    if fmt == "auto":  # a letter, else a 0-based index, else an option's text
+        text = str(value).strip()
+        if isinstance(value, str) and len(text) == 1 and text.upper() in options:
+            return text.upper()
+        if (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and text.isdigit()):
+            return _index(source, row, column, value, letters, 0)
+        if isinstance(value, str) and len(text) == 1 and text.isalpha():
+            raise DataError(source, row, column, f"answer key {value!r} is not among the options {letters}")
+    return _by_text(source, row, column, value, options)
 
 
 def items_from_records(
@@ -325,10 +318,14 @@ def items_from_records(
     return items
 
 
-def load_local(path: str | Path, columns: ColumnMap | None = None, id_prefix: str | None = None) -> list[MCQItem]:
-    """Load any local json/jsonl/csv/parquet file with a column mapping (default: MedQA's layout)."""
+def load_local(path: str | Path, columns: ColumnMap | Any = None, id_prefix: str | None = None) -> list[MCQItem]:
+    """Load any local json/jsonl/csv/parquet file: with a ``ColumnMap``, or a mapping in any form
+    ``columns.parse_columns`` reads (partial mappings filled from the file's layout), or none (the layout found
+    from the first row: ``benchmarks.columns``)."""
     path = Path(path)
-    return items_from_records(read_rows(path), columns or ColumnMap(), str(path), id_prefix or path.stem)
+    if isinstance(columns, ColumnMap):
+        return items_from_records(read_rows(path), columns, str(path), id_prefix or path.stem)
+    return _load(read_rows(path), str(path), parse_columns(columns), (), id_prefix or path.stem, "error", None)[0]
 
 
 def _hf_rows(dataset: str, split: str) -> list[tuple[int, dict[str, Any]]]:
@@ -355,19 +352,134 @@ def _check_medqa_answer_text(source: str):
     return check
 
 
+# checks a layout brings with it (beyond the column map): MedQA's answer text must agree with its letter
+LAYOUT_CHECKS = {"medqa": _check_medqa_answer_text}
+
+
+def _load(records: Iterable[tuple[int, dict[str, Any]]], source: str, given: dict[str, Any], prefer: Sequence[str],
+          id_prefix: str, duplicates: Duplicates, limit: int | None) -> tuple[list[MCQItem], str, ColumnMap]:
+    """Items from records whose layout is resolved from the first row (``columns.resolve``)."""
+    rows = iter(records)
+    first = next(rows, None)
+    if first is None:
+        raise DataError(source, None, None, "holds no rows")
+    layout, columns = resolve(source, first[0], first[1], given, prefer)
+    check = LAYOUT_CHECKS.get(layout.split("+")[0])
+    items = items_from_records(_chain(first, rows), columns, source, id_prefix,
+                               check(source) if check else None, duplicates=duplicates, limit=limit)
+    return items, layout, columns
+
+
+def _chain(first: tuple[int, dict[str, Any]], rest: Iterator[tuple[int, dict[str, Any]]]):
+    yield first
+    yield from rest
+
+
+FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where ``data`` points for a benchmark: its Hub copy (hf), another Hub dataset (hub), its demo, or a file."""
+
+    kind: str
+    path: Path | None = None
+    hub_id: str | None = None
+    split: str | None = None
+
+
+def data_source(benchmark: Benchmark, data: str | Path, split: str | None = None) -> Source:
+    """What a ``data`` value names: ``hf`` (the benchmark's Hugging Face copy), ``demo`` (its bundled items),
+    ``hf:OWNER/NAME`` or ``OWNER/NAME`` (a Hugging Face dataset; a bare ``OWNER/NAME`` only when no such file
+    exists and it has no file suffix), else a file."""
+    text = str(data).strip()
+    if text == "hf":
+        if not benchmark.hub_id:
+            raise DataError(f"benchmark {benchmark.key!r}", None, None,
+                            "has no Hugging Face copy: give data=FILE (.jsonl, .json, .csv or .parquet) or "
+                            "data=hf:OWNER/NAME (a Hugging Face dataset)")
+        return Source("hf", hub_id=benchmark.hub_id, split=split or benchmark.default_split or "test")
+    if text == "demo":
+        if benchmark.demo is None:
+            raise DataError(f"benchmark {benchmark.key!r}", None, None,
+                            "has no bundled demo items: give data=FILE or data=hf:OWNER/NAME")
+        return Source("demo", path=benchmark.demo, split=benchmark.demo_split)
+    hub = text[3:] if text.startswith("hf:") else None
+    if hub is None and not Path(text).exists() and Path(text).suffix.lower() not in FILE_SUFFIXES \
+            and HUB_ID.match(text):
+        hub = text
+    if hub is not None:
+        if not HUB_ID.match(hub):
+            raise DataError(text, None, None, "is not a Hugging Face dataset id (hf:OWNER/NAME)")
+        own = registry.by_hub_id(hub)
+        return Source("hf" if own is benchmark else "hub", hub_id=hub,
+                      split=split or (own or benchmark).default_split or "test")
+    return Source("file", path=Path(text))
+
+
+@dataclass(frozen=True)
+class LoadedData:
+    """A run's items and what they are (``DataRecord``: the record every task writes into its metadata)."""
+
+    items: list[MCQItem]
+    source: DataRecord
+
+
+def load_data(benchmark: str, data: str | Path = "hf", split: str | None = None, limit: int | None = None,
+              columns: Any = None, data_name: str | None = None) -> LoadedData:
+    """The items of a registered benchmark (``benchmarks.registry``) from ``data`` (``data_source``: hf, demo,
+    a Hugging Face dataset id or a file), and the ``DataRecord`` that describes them. A file's layout is the
+    benchmark's own when its first row has those columns, else the first layout it matches, else the one
+    ``columns`` names (any form ``columns.parse_columns`` reads; it wins over a layout where both apply)."""
+    spec = registry.get(benchmark)
+    where = data_source(spec, data, split)
+    given = parse_columns(columns)
+    prefer: tuple[str, ...] = (spec.layout,) if spec.layout else ()
+    if where.kind in ("hf", "hub"):
+        owner = spec if where.kind == "hf" else registry.by_hub_id(where.hub_id or "")
+        if owner is not None:  # a registered benchmark's Hub copy: its layout and where the copy departs from it
+            prefer = (owner.layout,) if owner.layout else ()
+            given = {**dict(owner.hub_columns), **given}
+        source = f"hf:{where.hub_id}[{where.split}]"
+        records: Iterable[tuple[int, dict[str, Any]]] = _hf_rows(where.hub_id or "", where.split or "test")
+        part = where.split if where.kind == "hf" else f"{(where.hub_id or '').split('/')[-1]}-{where.split}"
+        stem = (where.hub_id or "").split("/")[-1]
+        duplicates: Duplicates = "warn"  # published data sets repeat some questions
+    else:
+        path = where.path or Path(str(data))
+        source, records = str(path), read_rows(path)
+        part = spec.demo_split if where.kind == "demo" else path.stem
+        stem = path.stem
+        duplicates = "error"
+    prefix = spec.id_prefix.format(key=spec.key, part=part)
+    items, layout, used = _load(records, source, given, prefer, prefix, duplicates, limit)
+    if not parse_columns(columns):  # the Hub copy's own departures are part of its layout, not a user's mapping
+        layout = layout.split("+")[0]
+    own_release = where.kind in ("hf", "demo")
+    name = data_name or default_name(spec.key, where.kind, stem)
+    described = DataRecord(
+        benchmark=spec.key, title=spec.title, name=name, kind=where.kind,
+        file=where.path.name if where.kind == "file" and where.path else None,
+        hub_id=where.hub_id if where.kind in ("hf", "hub") else None,
+        split=where.split if where.kind != "file" else None,
+        licence=spec.licence if own_release else None, layout=layout, columns=used.text(), items=len(items))
+    if where.kind in ("file", "hub"):
+        log.info("%s: layout %s (%s), %d items", source, layout, used.text(), len(items))
+    return LoadedData(items, described)
+
+
+def load_items(benchmark: str, data: str | Path = "hf", split: str | None = None, limit: int | None = None,
+               columns: Any = None) -> list[MCQItem]:
+    """Load a registered benchmark from a source (``hf``, ``demo``, a Hugging Face dataset id or a path),
+    optionally the first ``limit``; ``columns``: a column mapping (``benchmarks.columns``)."""
+    return load_data(benchmark, data, split, limit, columns).items
+
+
 def load_medqa(data: str | Path = "hf", split: str = "test", limit: int | None = None) -> list[MCQItem]:
     """MedQA-USMLE 4-option: ``"hf"`` (Hugging Face copy), ``"demo"`` (bundled 50 dev items) or a path
     to the original release jsonl (or any file in its layout)."""
-    if str(data) == "hf":
-        source = f"hf:{HF_MEDQA}[{split}]"
-        records: Any = _hf_rows(HF_MEDQA, split)
-        prefix = f"medqa-{split}"
-    else:
-        path = DEMO_MEDQA if str(data) == "demo" else Path(data)
-        source, records = str(path), read_rows(path)
-        prefix = "medqa-dev" if str(data) == "demo" else f"medqa-{path.stem}"
-    return items_from_records(records, MEDQA_COLUMNS, source, prefix, _check_medqa_answer_text(source),
-                              duplicates="warn" if str(data) == "hf" else "error", limit=limit)
+    return load_items("medqa", data, split, limit)
 
 
 def load_medmcqa(data: str | Path = "hf", split: str = "validation", cop_base: int | None = None,
@@ -378,26 +490,7 @@ def load_medmcqa(data: str | Path = "hf", split: str = "validation", cop_base: i
 
     The HF test split has no answers (``cop`` is -1), so the default split is ``validation``.
     """
-    if str(data) == "hf":
-        source, records = f"hf:{HF_MEDMCQA}[{split}]", _hf_rows(HF_MEDMCQA, split)
-        base = 0 if cop_base is None else cop_base
-    else:
-        path = DEMO_MEDMCQA if str(data) == "demo" else Path(data)
-        source, records = str(path), read_rows(path)
-        base = 1 if cop_base is None else cop_base
-    if base not in (0, 1):
-        raise MedfuzzError(f"cop_base must be 0 or 1, got {base}")
-    return items_from_records(records, _medmcqa_columns(base), source, "medmcqa",
-                              duplicates="warn" if str(data) == "hf" else "error", limit=limit)
-
-
-BENCHMARKS = {"medqa": load_medqa, "medmcqa": load_medmcqa}
-
-
-def load_items(benchmark: str, data: str | Path = "hf", split: str | None = None,
-               limit: int | None = None) -> list[MCQItem]:
-    """Load a named benchmark from a source (``hf``, ``demo`` or a path), optionally the first ``limit``."""
-    if benchmark not in BENCHMARKS:
-        raise MedfuzzError(f"unknown benchmark {benchmark!r}; choose from {sorted(BENCHMARKS)}")
-    loader = BENCHMARKS[benchmark]
-    return loader(data, limit=limit) if split is None else loader(data, split, limit=limit)
+    if cop_base not in (None, 0, 1):
+        raise MedfuzzError(f"cop_base must be 0 or 1, got {cop_base}")
+    columns = None if cop_base is None else {"answer_format": f"index{cop_base}"}
+    return load_items("medmcqa", data, split, limit, columns)

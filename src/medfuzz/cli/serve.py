@@ -42,6 +42,8 @@ def _planted_serve(args: argparse.Namespace) -> int:
     spec = PlantedSpec.load(args.spec)
     if args.data:
         spec = spec.with_target(data=args.data)
+    if args.columns:
+        spec = spec.with_target(columns=args.columns)
     try:
         faults = TransientFaults.parse(args.faults) if args.faults else None
     except ValueError as err:
@@ -73,7 +75,10 @@ def add_parsers(commands: Any) -> None:
     planted_serve = planted_commands.add_parser("serve", help="serve the planted target and attacker "
                                                               "(OpenAI-compatible, 127.0.0.1)")
     planted_serve.add_argument("--spec", default="default", help="a bundled spec name or a YAML path")
-    planted_serve.add_argument("--data", default=None, help="override the spec's target.data (demo or a file)")
+    planted_serve.add_argument("--data", default=None, help="override the spec's target.data: demo or a file in any "
+                                                            "layout medfuzz reads (your own benchmark)")
+    planted_serve.add_argument("--columns", default=None, help="a column mapping for --data in another layout "
+                                                               "(question:COL,options:COL|COL|...,answer:COL)")
     planted_serve.add_argument("--port", type=int, default=None, help="default: a free port")
     planted_serve.add_argument("--latency-ms", type=float, default=0.0,
                                help="fixed delay before every model call's reply (imitate a real endpoint)")

@@ -25,7 +25,7 @@ def _run(args: argparse.Namespace) -> int:
     from medfuzz.tasks.tces_studies.sweep import TCESSweep, cli_value, parse_grid
 
     options = {name: cli_value(value) for name, value in _pairs(args.task_args, "-T").items()}
-    for name in ("data", "split", "limit"):
+    for name in ("data", "split", "limit", "columns", "data_name"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     sweep = TCESSweep(
@@ -80,7 +80,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="an Inspect model role (TCES itself uses only the target)")
     tces.add_argument("--log-dir", required=True, help="the eval set's folder (one sweep per folder)")
     tces.add_argument("--name", default="tces", help="the sweep's name, recorded in each log's metadata")
-    tces.add_argument("--benchmark", default="medqa", choices=("medqa", "medmcqa"))
+    from medfuzz.benchmarks.registry import BENCHMARKS
+
+    tces.add_argument("--benchmark", default="medqa", choices=tuple(BENCHMARKS),
+                      help="a benchmark of benchmarks.registry (mcq: your own data, given with --data)")
     tces.add_argument("--entity", default="drugs,diseases", help="entity types, comma-separated")
     tces.add_argument("--n-grid", default="-50,-20,-5,0,5,20,50", help="PDWS exponents n (paper: -50..50); "
                                                                        "empty for none")
@@ -90,7 +93,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="query budget of the DiscreteZOO runs (default: the -T budget)")
     tces.add_argument("--vocabulary", action="append", default=[], metavar="ENTITY=PATH",
                       help="vocabulary file for one entity type (default: builtin)")
-    tces.add_argument("--data", default=None, help="hf (default), demo or a file")
+    tces.add_argument("--data", default=None, help="hf (default), demo, a file in any layout medfuzz reads or "
+                                                   "hf:OWNER/NAME")
+    tces.add_argument("--columns", default=None, help="a column mapping for a file in another layout "
+                                                      "(question:COL,options:COL|COL|...,answer:COL)")
+    tces.add_argument("--data-name", default=None, help="the data's name in the logs (default: the file's stem)")
     tces.add_argument("--split", default=None)
     tces.add_argument("--limit", type=int, default=None, help="items per run (the first N)")
     tces.add_argument("-T", dest="task_args", action="append", default=[], metavar="NAME=VALUE",

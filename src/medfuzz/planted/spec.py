@@ -37,7 +37,8 @@ class TargetSpec:
     LABEL: ClassVar[str] = "planted target"
 
     data: str = "demo"
-    benchmark: str = "medqa"
+    benchmark: str = "medqa"  # a benchmarks.registry key (a file in another layout is read too: its layout is found)
+    columns: str | None = None  # a column mapping for a file medfuzz cannot read without one (benchmarks.columns)
     accuracy: str = "beta"  # beta | constant | a .jsonl/.csv file with id and p
     beta_a: float = 6.0
     beta_b: float = 2.0

@@ -52,7 +52,7 @@ class PlantedTarget:
         if items is None:
             from medfuzz.benchmarks import load_items
 
-            items = load_items(t.benchmark, t.data)
+            items = load_items(t.benchmark, t.data, columns=t.columns)
         self.items = {item.id: item for item in items}
         table = read_accuracy_file(t.accuracy) if t.accuracy not in ("beta", "constant") else {}
         self.base: dict[str, float] = {}

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-# the task options every MedQA-based method takes (``benchmarks.selection.DataSelection`` and the option shuffle's
-# seed); ``tests/core/test_method_registry.py`` holds them equal to DataSelection's fields
-DATA_OPTIONS = ("data", "split", "limit", "shuffle_choices", "seed")
+# the task options every question-based method takes (``benchmarks.selection.DataSelection`` and the option
+# shuffle's seed); ``tests/core/test_method_registry.py`` holds them equal to DataSelection's fields
+DATA_OPTIONS = ("data", "split", "limit", "shuffle_choices", "columns", "data_name", "seed")
 
 
 def _fixed_label(label: str) -> Callable[[Mapping[str, Any]], str]:
@@ -43,10 +43,12 @@ class Method:
     section: str  # the report's section heading ("Clean baselines")
     blurb: str  # the line under the heading: what the numbers mean
     # --- the suite (``medfuzz run``)
-    inspect_task: str  # the Inspect registry name of the task the suite runs ("medfuzz/tces_medqa")
+    # the Inspect registry name of the task the suite runs, per benchmark ("medfuzz/tces_{benchmark}": a
+    # ``benchmarks.registry`` key fills it; a method that reads no benchmark names one task)
+    inspect_task: str
     run_rank: float  # the suite runs the chosen methods cheapest first (a misconfiguration shows early)
     config: Callable[[], type] | None = None  # the method's config dataclass (its fields are task options)
-    data_options: tuple[str, ...] = DATA_OPTIONS  # () for a method that reads no MedQA source (MedGuard)
+    data_options: tuple[str, ...] = DATA_OPTIONS  # () for a method that reads no benchmark (MedGuard)
     extra_options: tuple[str, ...] = ()  # task options outside the config and the data selection
     limit_option: str = "limit"  # the task option that counts its items (MedGuard: per aspect)
     config_bounds_calls: bool = False  # the config's ``max_calls(n)`` bounds a run; else one call per sample
@@ -59,9 +61,9 @@ class Method:
     lm_eval_family: str | None = None  # its hooks' family: the --metadata prefix aimed at them ("clean")
     lm_eval_options: Callable[[], tuple[str, ...]] | None = None  # the names its hooks use (before refusals)
     lm_eval_refused: Mapping[str, str] = field(default_factory=dict)  # names its hooks refuse, with why
-    lm_eval_tasks: tuple[str, ...] = ()  # the suite's lm-eval tasks, each formatted with each level setting
+    lm_eval_tasks: tuple[str, ...] = ()  # the suite's lm-eval tasks, formatted with the benchmark and each setting
     lm_eval_input: str = "limit"  # "limit": the suite passes <family>_<limit_option>; "fuzzed": MedFuzz's log
-    lm_eval_names: tuple[str, ...] = ()  # lm-eval task names that report as this method
+    lm_eval_names: tuple[str, ...] = ()  # lm-eval task names that report as this method ({benchmark}: every one)
     lm_eval_prefix: str | None = None  # and every task name that starts with this
     lm_eval_metrics: tuple[str, ...] = ()  # the metrics of its lm-eval results the first screen shows
     lm_eval_headline: tuple[str, ...] = ()  # of which those the comparison figure draws
@@ -82,8 +84,16 @@ class Method:
     def label_of(self, args: Mapping[str, Any]) -> str:
         return self.run_label(args) if self.run_label is not None else self.key
 
+    def inspect_task_for(self, benchmark: str) -> str:
+        """Its Inspect task on ``benchmark`` (a ``benchmarks.registry`` key)."""
+        return self.inspect_task.format(benchmark=benchmark)
+
     def owns_lm_eval_task(self, task: str) -> bool:
-        return task in self.lm_eval_names or (self.lm_eval_prefix is not None and task.startswith(self.lm_eval_prefix))
+        if self.lm_eval_prefix is not None and task.startswith(self.lm_eval_prefix):
+            return True
+        from medfuzz.benchmarks import registry
+
+        return any(task == name.format(benchmark=key) for name in self.lm_eval_names for key in registry.BENCHMARKS)
 
     def label_table(self) -> dict[str, str]:
         return {**self.labels, **(self.more_labels() if self.more_labels is not None else {})}
@@ -161,9 +171,9 @@ def _tces_lm_eval_options() -> tuple[str, ...]:
 
 def _medfuzz_lm_eval_options() -> tuple[str, ...]:
     # the attack path selects items with data, split and attack_limit (a fuzzed file's items are its own)
-    return (*_init_fields(_medfuzz_config()), "data", "split", "fuzzed", "outcomes", "cache_dir", "retry_errors",
-            "attack_limit", "attack_concurrency", "target_base_url", "target_model", "attacker_base_url",
-            "attacker_model", "api_key_env", "call_timeout", "call_retries")
+    return (*_init_fields(_medfuzz_config()), "data", "split", "columns", "data_name", "fuzzed", "outcomes",
+            "cache_dir", "retry_errors", "attack_limit", "attack_concurrency", "target_base_url", "target_model",
+            "attacker_base_url", "attacker_model", "api_key_env", "call_timeout", "call_retries")
 
 
 def _medguard_lm_eval_options() -> tuple[str, ...]:
@@ -189,10 +199,10 @@ register(Method(
     key="baseline", title="Clean baseline", section="Clean baselines",
     blurb="Accuracy on the unmodified questions. Strict: Inspect's choice() scorer (the reply must end with "
           "'ANSWER: X'); lenient: the reply may name its option another way.",
-    inspect_task="medfuzz/medqa_clean", run_rank=0, extra_options=("prompt_style",),
+    inspect_task="medfuzz/{benchmark}_clean", run_rank=0, extra_options=("prompt_style",),
     run_label=_fixed_label("clean baseline"), recorded=False,
-    lm_eval_family="clean", lm_eval_options=_selection_options, lm_eval_tasks=("medqa_clean",),
-    lm_eval_names=("medqa_clean", "medmcqa_clean"), lm_eval_metrics=("acc",), lm_eval_headline=("acc",),
+    lm_eval_family="clean", lm_eval_options=_selection_options, lm_eval_tasks=("{benchmark}_clean",),
+    lm_eval_names=("{benchmark}_clean",), lm_eval_metrics=("acc",), lm_eval_headline=("acc",),
     key_parameters=("prompt_style", "shuffle_choices"), headline=("baseline_acc",),
     harness_note="lm-eval's medqa_clean scores the most likely answer letter by log-likelihood, Inspect's scores "
                  "the answer the model generates (strict: its 'ANSWER: X' line), so the two can disagree on the "
@@ -211,9 +221,9 @@ register(Method(
     key="medfuzz", title="MedFuzz", section="MedFuzz",
     blurb="An attacker LLM rewrites each question with patient characteristics that should not change the "
           "answer; success = the target's answer flips (paper Algorithms 1-2).",
-    inspect_task="medfuzz/medfuzz_medqa", run_rank=3, config=_medfuzz_config, config_bounds_calls=True,
+    inspect_task="medfuzz/medfuzz_{benchmark}", run_rank=3, config=_medfuzz_config, config_bounds_calls=True,
     roles=("attacker",), starts_first=True,
-    lm_eval_family="medfuzz", lm_eval_options=_medfuzz_lm_eval_options, lm_eval_tasks=("medfuzz_medqa",),
+    lm_eval_family="medfuzz", lm_eval_options=_medfuzz_lm_eval_options, lm_eval_tasks=("medfuzz_{benchmark}",),
     lm_eval_input="fuzzed", lm_eval_prefix="medfuzz",
     lm_eval_metrics=("clean_acc", "attacked_acc", "flip_rate"), lm_eval_headline=("flip_rate",),
     renderer="medfuzz", key_parameters=("turns", "replicates", "controls", "pvalue_prompt"),
@@ -256,9 +266,9 @@ register(Method(
     key="tces", title="TCES", section="TCES",
     blurb="One entity in a distractor option is replaced by a type-consistent entity drawn by the sampler; "
           "success = the answer leaves the key within the query budget.",
-    inspect_task="medfuzz/tces_medqa", run_rank=1, config=_tces_config, config_bounds_calls=True,
+    inspect_task="medfuzz/tces_{benchmark}", run_rank=1, config=_tces_config, config_bounds_calls=True,
     run_label=_tces_label,
-    lm_eval_family="tces", lm_eval_options=_tces_lm_eval_options, lm_eval_tasks=("tces_medqa_{entity}",),
+    lm_eval_family="tces", lm_eval_options=_tces_lm_eval_options, lm_eval_tasks=("tces_{benchmark}_{entity}",),
     lm_eval_prefix="tces", lm_eval_metrics=("clean_acc", "attacked_acc", "flip_rate"),
     lm_eval_headline=("flip_rate",),
     lm_eval_refused={

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from medfuzz.benchmarks.registry import BENCHMARKS as BENCHMARK_REGISTRY
 from medfuzz.errors import MedfuzzError
 from medfuzz.options import ConfigError, did_you_mean, flag, flag_values
 from medfuzz.records.keys import MODEL_LABEL, SHARD_KEY, SUITE_KEY
@@ -61,7 +62,7 @@ class Level:
     medguard: Mapping[str, Any] = field(default_factory=dict, metadata=PER_METHOD)
     limits: Mapping[str, int] = field(default_factory=dict)  # per method, when --limit is not given
     generate: Mapping[str, Any] = field(default_factory=dict)  # Inspect generate config for every run
-    data: str = "hf"  # the MedQA source when --data is not given
+    data: str = "hf"  # the benchmark's source when --data is not given
     lm_eval: Mapping[str, Any] = field(default_factory=dict)  # extra lm-eval --metadata for the lm-eval half
 
     def settings_for(self, method: str) -> tuple[Mapping[str, Any], ...]:
@@ -219,10 +220,21 @@ class SuitePlan:
     level: str = field(default="paper", metadata=flag(
         "named settings of every method, printed with their bound before the first call (docs/medfuzz.md, Cost "
         "levels): " + ", ".join(LEVELS), choices=tuple(LEVELS)))
-    # MedQA source for the baseline, TCES and MedFuzz: hf, demo or a file; None: the level's
+    # the items of the baseline, TCES and MedFuzz: hf, demo, a file or a Hub id; None: the level's
     data: str | None = field(default=None, metadata=flag(
-        "MedQA source: hf (the test split), demo (50 bundled items) or a file in the release or HF layout. "
-        "Default: the level's (demo for --level demo / quick, else hf)"))
+        "the questions: hf (the benchmark's Hugging Face release), demo (50 bundled items), your own "
+        ".jsonl/.json/.csv/.parquet file in any layout medfuzz reads (MedQA's, MedMCQA's, MMLU-style, question + "
+        "choices + answer; others with --columns) or hf:OWNER/NAME. Default: the level's (demo for --level demo "
+        "/ quick, else hf)"))
+    # None: mcq (your own data) when --data is a file or a Hub dataset id, else medqa
+    benchmark: str | None = field(default=None, metadata=flag(
+        f"the benchmark whose tasks run, one of {', '.join(BENCHMARK_REGISTRY)} (benchmarks.registry; mcq: your own "
+        "data). Default: mcq when --data is a file or hf:OWNER/NAME, else medqa"))
+    columns: str | None = field(default=None, metadata=flag(
+        "where a file in another layout keeps each part: question:COL,options:COL|COL|...,answer:COL"
+        "[,answer_format:letter|index0|index1|text|auto] or the same as JSON (docs/usage.md, Your own benchmark)"))
+    data_name: str | None = field(default=None, metadata=flag(
+        "the data's name in the logs, the report and the card (default: the file's stem)"))
     limit: int | None = field(default=None, metadata=flag(
         "items per method (MedGuard: per aspect); default: the level's, else every item"))
     limits: Mapping[str, int] = field(default_factory=dict)  # per method, over ``limit`` and the level's
@@ -279,6 +291,11 @@ class SuitePlan:
         # the level's defaults are the plan's, so the suite scripted from Python runs what `medfuzz run` runs
         if self.data is None:
             self.data = LEVELS[self.level].data
+        self.benchmark = self._benchmark()
+        if self.columns is not None:
+            from medfuzz.benchmarks.columns import columns_text
+
+            self.columns = columns_text(self.columns)  # a bad mapping stops here, before any task is built
         if self.attacker is None and self.model.strip() == EMBEDDED:
             self.attacker = TEMPLATE_ATTACKER
         if self.limit is not None and self.limit < 1:
@@ -288,6 +305,18 @@ class SuitePlan:
         if EMBEDDED in self.models and len(self.models) > 1:
             raise ConfigError("--model embedded runs alone (it is started by this command); serve it with "
                               "`medfuzz serve` to compare it with other models in one eval set")
+
+    def _benchmark(self) -> str:
+        """The benchmark given, else ``mcq`` (your own data) for a file or a Hub dataset id, else ``medqa``."""
+        from medfuzz.benchmarks import registry
+
+        if self.benchmark is not None:
+            return registry.get(self.benchmark).key
+        return "medqa" if str(self.data).strip() in ("hf", "demo") else registry.OWN
+
+    def data_args(self) -> dict[str, Any]:
+        """The data-selection task options the plan gives every question-based run (and lm-eval's metadata)."""
+        return _drop_none({"data": self.data, "columns": self.columns, "data_name": self.data_name})
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -353,11 +382,12 @@ class SuitePlan:
         runs: list[SuiteRun] = []
         for key in suite_order(self.methods):
             method = REGISTRY[key]
-            data = {"data": self.data} if "data" in method.data_options else {}
+            data = {k: v for k, v in self.data_args().items() if k in method.data_options}
             extra = self._options_for(key, method.options())
             for setting in level.settings_for(key):
                 args = {**data, method.limit_option: self.limit_for(key), **setting, **extra}
-                runs.append(SuiteRun(method.label_of(args), key, method.inspect_task, _drop_none(args)))
+                runs.append(SuiteRun(method.label_of(args), key, method.inspect_task_for(self.benchmark),
+                                     _drop_none(args)))
         return runs
 
     def model_roles(self) -> dict[str, str]:
@@ -372,7 +402,8 @@ class SuitePlan:
             "model": self.model, "models": list(self.models), "attacker": self.attacker,
             "model_roles": self.model_roles(),
             "methods": list(self.methods), "level": self.level, "level_summary": LEVELS[self.level].summary,
-            "data": self.data, "limit": self.limit, "limits": {m: self.limit_for(m) for m in self.methods},
+            "data": self.data, "benchmark": self.benchmark, "columns": self.columns, "data_name": self.data_name,
+            "limit": self.limit, "limits": {m: self.limit_for(m) for m in self.methods},
             "options": dict(self.options), "generate": dict(LEVELS[self.level].generate),
             "backend": asdict(backend),
             "max_connections": self.max_connections if self.max_connections is not None else backend.max_connections,
@@ -717,13 +748,14 @@ def lm_eval_tasks(plan: SuitePlan, fuzzed_log: Path | None) -> tuple[list[str], 
     """lm-eval task names and ``--metadata`` for the suite's methods (MedFuzz: the items the Inspect run
     fuzzed, scored by letter log-likelihood)."""
     tasks: list[str] = []
-    metadata: dict[str, Any] = {"data": plan.data}
+    metadata: dict[str, Any] = plan.data_args()
     for key in suite_order(plan.methods):
         method = REGISTRY[key]
         if not method.lm_eval_tasks or (method.lm_eval_input == "fuzzed" and fuzzed_log is None):
             continue
         settings = LEVELS[plan.level].settings_for(key)
-        tasks += sorted({name.format_map(setting) for name in method.lm_eval_tasks for setting in settings})
+        tasks += sorted({name.format_map({**setting, "benchmark": plan.benchmark})
+                         for name in method.lm_eval_tasks for setting in settings})
         if method.lm_eval_input == "fuzzed":
             metadata["fuzzed"] = str(fuzzed_log)
         elif plan.limit_for(key):

@@ -462,13 +462,6 @@ def _sample_text(sample: Any) -> str:
 
 
 @cache
-def _matcher(entity: str, vocabulary: str | None) -> Any:
-    from medfuzz.samplers.entities import EntityMatcher
-    from medfuzz.samplers.vocab import load_vocabulary
-
-    return EntityMatcher(load_vocabulary(entity, vocabulary))
-
-
 def _items(task: Any) -> list[Any]:
     from medfuzz.benchmarks.items import MCQItem
 
@@ -530,11 +523,11 @@ def _medfuzz(config: Any, task: Any, n: int, ceiling: Mapping[str, int],
 
 def _tces(config: Any, task: Any, ceiling: Mapping[str, int],
           assumed: Sequence[Assumptions]) -> tuple[dict[str, Costs], Costs, str]:
-    from medfuzz.samplers.entities import type_options
-    from medfuzz.solvers.tces.attack import clean_item, target_messages
+    from medfuzz.solvers.tces.attack import clean_item, skip_reason, target_messages, vocabulary_matcher
 
-    matcher = _matcher(config.entity, config.vocabulary)
-    attackable = [item for item in map(clean_item, _items(task)) if type_options(item, matcher).distractors]
+    # the task's own test (the count it logged when it was built), here for the items' prompts
+    matcher = vocabulary_matcher(config.entity, config.vocabulary)
+    attackable = [item for item in map(clean_item, _items(task)) if skip_reason(item, matcher, config.entity) is None]
     prompt = _mean(sum(tokens(m.content) for m in target_messages(item)) for item in _spread(attackable))
     expected = {a.label: tces_costs(config, len(attackable), prompt, a) for a in assumed}
     calls = ceiling.get("target", 0)

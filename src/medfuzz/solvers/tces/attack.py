@@ -12,8 +12,10 @@ drawn in the current entity's neighbourhood; each counts against B and each can 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,8 @@ from medfuzz.samplers.sampling import (
 from medfuzz.samplers.vocab import Vocabulary, load_vocabulary
 from medfuzz.solvers.outcomes import Outcome
 from medfuzz.solvers.tces.config import TCESConfig
+
+log = logging.getLogger(__name__)
 
 TARGET_ROLE = "target"
 
@@ -263,6 +267,65 @@ class Substitution:
     item: MCQItem
 
 
+def no_entity_reason(typed: TypedOptions, entity: str, matcher: EntityMatcher) -> str:
+    """Why an item cannot be attacked: no distractor names an entity of the type (TCES replaces one there), and
+    what the options do hold of that type."""
+    base = f"no {entity} entity in any distractor"
+    if typed.key:
+        return f"{base} (only the key, {typed.key_letter}, names one: {', '.join(sorted({m.text for m in typed.key}))})"
+    if typed.shown:
+        names = sorted({matcher.vocabulary.names[i] for i in typed.shown})[:3]
+        return f"{base} ({', '.join(names)} only as part of a longer name or word)"
+    return f"{base} (no option names one)"
+
+
+@cache
+def vocabulary_matcher(entity: str, vocabulary: str | None) -> EntityMatcher:
+    """The matcher of an entity type's vocabulary alone (no encoder, no vectors: what counting attackable items
+    needs), built once per process."""
+    return EntityMatcher(load_vocabulary(entity, vocabulary))
+
+
+def skip_reason(item: MCQItem, matcher: EntityMatcher, entity: str) -> str | None:
+    """Why ``item`` cannot be attacked for ``entity`` (None: it can: an entity of the type in a distractor)."""
+    typed = type_options(clean_item(item), matcher)
+    return None if typed.distractors else no_entity_reason(typed, entity, matcher)
+
+
+def count_attackable(benchmark: str, data_name: str, items: Iterable[MCQItem], config: TCESConfig,
+                     shown: int = 20) -> dict[str, Any]:
+    """How many ``items`` TCES can attack (an entity of the type in a distractor), logged with the reason of each
+    item it cannot (``log_attackable``); the counts and every reason as ``{items, attackable, skipped: {item id:
+    reason}}``."""
+    skipped: dict[str, str] = {}
+    total = 0
+    for item in items:
+        total += 1
+        why = skip_reason(item, vocabulary_matcher(config.entity, config.vocabulary), config.entity)
+        if why is not None:
+            skipped[item.id] = why
+    return log_attackable(f"tces {benchmark} ({data_name}, {config.entity})", total, skipped, config.entity, shown)
+
+
+def log_attackable(label: str, total: int, skipped: dict[str, str], entity: str, shown: int = 20) -> dict[str, Any]:
+    """Log how many of ``total`` items can be attacked and why each of the ``skipped`` ones cannot (one line each:
+    the first ``shown`` at info level, the rest at debug); the counts and every reason as ``{items, attackable,
+    skipped}``."""
+    # a warning when items are left out, so both harnesses' consoles show it (the reasons follow at info level)
+    (log.warning if skipped else log.info)(
+        "%s: %d of %d items attackable (a %s entity in a distractor); %d left out, each for its reason: %s", label,
+        total - len(skipped), total, entity, len(skipped), "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:3])
+        + ("; ..." if len(skipped) > 3 else "") if skipped else "none")
+    for number, (item_id, why) in enumerate(skipped.items()):
+        if number == shown:
+            log.info("%s: %d more items skipped (their reasons at debug level)", label, len(skipped) - shown)
+        (log.info if number < shown else log.debug)("%s: item %s skipped: %s", label, item_id, why)
+    if total and len(skipped) == total:
+        log.warning("%s: none of the %d items has a %s entity in a distractor: TCES attacks nothing here", label,
+                    total, entity)
+    return {"items": total, "attackable": total - len(skipped), "skipped": skipped}
+
+
 def first_substitution(item: MCQItem, resources: TCESResources, config: TCESConfig) -> Substitution | str:
     """The substitution a RandS/PDWS attack of ``item`` would try first (same seed, same draw), or the reason
     there is none. DiscreteZOO needs the target's scores and has no model-free first step."""
@@ -271,7 +334,7 @@ def first_substitution(item: MCQItem, resources: TCESResources, config: TCESConf
     item = clean_item(item)
     typed = type_options(item, resources.matcher)
     if not typed.distractors:
-        return f"no {config.entity} entity in any distractor"
+        return no_entity_reason(typed, config.entity, resources.matcher)
     rng = item_rng(config, item)
     victim, anchor, distances, pool = prepare(typed, item, resources, config, rng)
     if len(pool) == 0:
@@ -365,7 +428,7 @@ async def attack_item(item: MCQItem, model: ChatModel, resources: TCESResources,
     typed = type_options(item, resources.matcher)
     result.typed = {"key": [m.text for m in typed.key], "distractors": [m.text for m in typed.distractors]}
     if not typed.distractors:
-        result.reason = f"no {config.entity} entity in any distractor"
+        result.reason = no_entity_reason(typed, config.entity, resources.matcher)
         return result
     clean = await ask(model, item, config, ledger)
     result.usage = ledger.as_dict()

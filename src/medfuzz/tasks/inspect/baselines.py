@@ -1,7 +1,8 @@
-"""Clean multiple-choice baselines: ``medfuzz/medqa_clean`` and ``medfuzz/medmcqa_clean`` (Inspect's own
-``multiple_choice`` solver and strict ``choice()`` scorer; the lm-eval twins are ``medqa_clean`` and
-``medmcqa_clean``). Backend failures follow the shared failure policy (``failure_policy``): retried, then an LLM
-error of the sample, never a failed run.
+"""Clean multiple-choice baselines: ``medfuzz/<benchmark>_clean`` for every benchmark of the registry
+(``medfuzz/medqa_clean``, ``medfuzz/medmcqa_clean``, ``medfuzz/mcq_clean`` for your own data; Inspect's own
+``multiple_choice`` solver and strict ``choice()`` scorer; the lm-eval twins are ``medqa_clean``, ...). Backend
+failures follow the shared failure policy (``failure_policy``): retried, then an LLM error of the sample, never a
+failed run.
 
 Two scorers run on every sample. ``baseline_choice`` is Inspect's own strict ``choice()`` (the reply must
 carry its ``ANSWER: X`` line) on the answered samples and stays the headline metric (``baseline_acc``,
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import inspect_ai.scorer as inspect_scorer  # module, not its stderr: names here are the metrics we define
-from inspect_ai import Task, task
+from inspect_ai import Task
 from inspect_ai.scorer import (
     CORRECT,
     INCORRECT,
@@ -37,15 +38,16 @@ from inspect_ai.solver import TaskState, multiple_choice
 from medfuzz.adapters.inspect_model import default_generate_config
 from medfuzz.benchmarks import PromptStyle
 from medfuzz.benchmarks.answers import answer_letter
-from medfuzz.benchmarks.selection import DEFAULT, DEFAULT_SPLITS, DataSelection
+from medfuzz.benchmarks.registry import Benchmark
+from medfuzz.benchmarks.selection import DataSelection
 from medfuzz.models.failures import reply_excerpt
 from medfuzz.options import MethodConfig, one_of
 from medfuzz.tasks.inspect.failure_policy import LLM_ERROR, answer_or_llm_error, baseline_choice
 from medfuzz.tasks.inspect.rescoring import marks_from_reply, rescorable
 from medfuzz.tasks.inspect.run_checks import RunChecks, first_reason
-from medfuzz.tasks.inspect.samples import mcq_dataset
+from medfuzz.tasks.inspect.samples import selected_dataset
 from medfuzz.tasks.inspect.task_options import task_options
-from medfuzz.tasks.inspect.user_errors import one_line_user_errors
+from medfuzz.tasks.inspect.variants import benchmark_task, per_benchmark, selection_parameters
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
 # bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")
@@ -143,53 +145,31 @@ def baseline_task(benchmark: str, raw: dict[str, Any]) -> Task:
 
 def _baseline(benchmark: str, selection: DataSelection, seed: int, prompt_style: str) -> Task:
     style = PromptStyle(prompt_style)
+    dataset, data = selected_dataset(benchmark, selection, seed)
     return Task(
         version=TASK_VERSION,
-        dataset=mcq_dataset(benchmark, selection, seed),
+        dataset=dataset,
         solver=answer_or_llm_error(multiple_choice(cot=style is PromptStyle.COT)),
         scorer=[baseline_choice(), lenient_choice()],
         config=default_generate_config(),
         # a run nothing answered ends as an error, with the cause (not success with NaN accuracy)
         early_stopping=RunChecks(lambda scores: first_reason(scores, LLM_ERROR)),
-        metadata={"benchmark": benchmark, "data": selection.data, "split": selection.split,
-                  "prompt_style": style.value, "shuffle_choices": selection.shuffle_choices, "seed": seed},
+        metadata={**data, "prompt_style": style.value, "seed": seed},
     )
 
 
-# data-selection parameters: defaults from their owner ``DataSelection`` (the split: the one each benchmark's
-# loader reads, named here so that the log records it)
-@task
-@one_line_user_errors
-def medqa_clean(
-    data: str = DEFAULT.data,
-    split: str | None = DEFAULT_SPLITS["medqa"],
-    limit: int | None = DEFAULT.limit,
-    shuffle_choices: bool = DEFAULT.shuffle_choices,
-    seed: int = BaselineConfig.seed,
-    prompt_style: str = BaselineConfig.prompt_style,
-    **options: Any,
-) -> Task:
-    """MedQA-USMLE 4-option, clean. ``data``: ``hf`` (GBaker/MedQA-USMLE-4-options), ``demo`` (50 bundled
-    dev items) or a path to a jsonl in the original release layout. ``prompt_style``: basic | cot. Every name
-    is checked (``task_options``): another medfuzz task's is ignored with a warning, any other is an error."""
-    return baseline_task("medqa", {"data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices,
-                                   "seed": seed, "prompt_style": prompt_style, **options})
+def _clean_task(benchmark: Benchmark):
+    """``medfuzz/<key>_clean``: data-selection parameters with their owner's defaults (``DataSelection``; the split
+    the benchmark's own, named so that the log records it), then the baseline's."""
+    data = (f"``hf`` ({benchmark.hub_id}), " if benchmark.hub_id else "") + \
+        ("``demo`` (bundled dev items), " if benchmark.demo else "")
+    doc = (f"{benchmark.title}, clean. ``data``: {data}a file in any layout medfuzz reads or a Hugging Face dataset "
+           "id (``columns`` maps another layout, ``data_name`` names it). ``prompt_style``: basic | cot. Every name "
+           "is checked (``task_options``): another medfuzz task's is ignored with a warning, any other is an error.")
+    params = selection_parameters(benchmark.default_split, seed=BaselineConfig.seed,
+                                  prompt_style=BaselineConfig.prompt_style)
+    return benchmark_task(f"{benchmark.key}_clean", benchmark, params,
+                          lambda b, raw: baseline_task(b.key, raw), doc, __name__)
 
 
-@task
-@one_line_user_errors
-def medmcqa_clean(
-    data: str = DEFAULT.data,
-    split: str | None = DEFAULT_SPLITS["medmcqa"],
-    limit: int | None = DEFAULT.limit,
-    shuffle_choices: bool = DEFAULT.shuffle_choices,
-    seed: int = BaselineConfig.seed,
-    prompt_style: str = BaselineConfig.prompt_style,
-    **options: Any,
-) -> Task:
-    """MedMCQA, clean. ``data``: ``hf`` (openlifescienceai/medmcqa, 0-based cop), ``demo`` (50 bundled dev
-    items) or a path to the original release file (1-based cop). ``prompt_style``: basic | cot. Names checked as
-    ``medfuzz/medqa_clean``'s."""
-    return baseline_task("medmcqa", {"data": data, "split": split, "limit": limit,
-                                     "shuffle_choices": shuffle_choices, "seed": seed, "prompt_style": prompt_style,
-                                     **options})
+per_benchmark(globals(), "{key}_clean", _clean_task)  # medqa_clean, medmcqa_clean, mcq_clean, ...

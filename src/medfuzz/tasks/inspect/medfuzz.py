@@ -13,8 +13,8 @@ significant attacks, faithfulness verdicts) so the metrics pool them exactly as 
 ``Score.metadata`` holds each replicate's whole story (plans, reasoning, confidences, the fuzzed item,
 controls, p-values, faithfulness).
 
-Inspect tasks ``medfuzz/medfuzz`` (``-T benchmark=medqa|medmcqa``), ``medfuzz/medfuzz_medqa`` and
-``medfuzz/medfuzz_medmcqa``.
+Inspect tasks ``medfuzz/medfuzz`` (``-T benchmark=...``) and ``medfuzz/medfuzz_<benchmark>`` for every benchmark of
+the registry (``medfuzz/medfuzz_medqa``, ``medfuzz/medfuzz_medmcqa``, ``medfuzz/medfuzz_mcq`` for your own data).
 
     inspect eval medfuzz/medfuzz_medqa --model openai/gpt-4o-mini --model-role attacker=openai/gpt-4o \
         -T data=demo -T turns=5 -T replicates=5 -T controls=30
@@ -36,9 +36,9 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
-from medfuzz.benchmarks import load_items
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
+from medfuzz.benchmarks.registry import Benchmark
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
 from medfuzz.records.keys import TRANSCRIPT_FIELDS
 from medfuzz.records.run_start import attainability_record
@@ -53,9 +53,10 @@ from medfuzz.stats import DEFAULT_ALPHA, attainability, controls_for_holm
 from medfuzz.tasks.inspect.call_bound import announce_max_calls, record
 from medfuzz.tasks.inspect.rescoring import rescorable
 from medfuzz.tasks.inspect.run_checks import ANSWERED, RunChecks, reason
-from medfuzz.tasks.inspect.samples import mcq_dataset
+from medfuzz.tasks.inspect.samples import selected_dataset
 from medfuzz.tasks.inspect.task_options import task_options
 from medfuzz.tasks.inspect.user_errors import one_line_user_errors
+from medfuzz.tasks.inspect.variants import benchmark_task, per_benchmark, selection_parameters
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
 # bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")
@@ -408,17 +409,17 @@ def _announce(config: MedFuzzConfig) -> Callable[[EvalSpec, int], None]:
 def medfuzz_task(benchmark: str, selection: DataSelection, config: MedFuzzConfig) -> Task:
     """The MedFuzz Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
     pack = load_pack(config.pack)
-    exemplars = load_items(benchmark, config.exemplar_data) if config.exemplars > 0 else []
+    exemplars = selection.pool(benchmark, config.exemplar_data) if config.exemplars > 0 else []
+    dataset, data = selected_dataset(benchmark, selection, config.seed)
     return Task(
         version=TASK_VERSION,
-        dataset=mcq_dataset(benchmark, selection, config.seed),
+        dataset=dataset,
         solver=medfuzz_attack(config, pack, exemplars),
         scorer=medfuzz_scorer(),  # reads faithfulness and pack from the config each result records
         config=default_generate_config(),
         # the call bound and attainability are said (and recorded) when the run starts, for its samples
         early_stopping=RunChecks(llm_error_of_item, _announce(config)),
-        metadata={"medfuzz_method": "medfuzz", "benchmark": benchmark, "data": selection.data,
-                  "split": selection.split, "shuffle_choices": selection.shuffle_choices, "pack": pack.name,
+        metadata={"medfuzz_method": "medfuzz", **data, "pack": pack.name,
                   "pack_source": pack.source,
                   "medfuzz": config.to_dict(),
                   # roles are bound at eval time: each sample's metadata and score config record the answer
@@ -440,30 +441,25 @@ def _configs(task: str, raw: dict[str, Any]) -> tuple[DataSelection, MedFuzzConf
 @one_line_user_errors
 def medfuzz(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | None = DEFAULT.split,
             limit: int | None = DEFAULT.limit, shuffle_choices: bool = DEFAULT.shuffle_choices,
-            **options: Any) -> Task:
-    """MedFuzz (paper Algorithms 1 and 2) on ``benchmark`` (medqa | medmcqa). ``data``: hf | demo | a file.
+            columns: str | None = DEFAULT.columns, data_name: str | None = DEFAULT.data_name, **options: Any) -> Task:
+    """MedFuzz (paper Algorithms 1 and 2) on ``benchmark`` (a ``benchmarks.registry`` key: medqa, medmcqa, mcq for
+    your own data, ...). ``data``: hf | demo | a file | a Hugging Face dataset id.
     Every ``MedFuzzConfig`` parameter is a ``-T name=value`` option (``turns``, ``replicates``, ``controls``,
     ``pack``, ...; table in docs/medfuzz.md); names are checked by ``task_options``."""
     return medfuzz_task(benchmark, *_configs("medfuzz/medfuzz", {
-        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
+        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, "columns": columns,
+        "data_name": data_name, **options}))
 
 
-@task
-@one_line_user_errors
-def medfuzz_medqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
-                  shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
-    """MedFuzz on MedQA-USMLE (4 options); options as ``medfuzz/medfuzz``."""
-    return medfuzz_task("medqa", *_configs("medfuzz/medfuzz_medqa", {
-        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
+def _medfuzz_task(benchmark: Benchmark):
+    params = selection_parameters(DEFAULT.split)
+    return benchmark_task(f"medfuzz_{benchmark.key}", benchmark, params,
+                          lambda b, raw: medfuzz_task(b.key, *_configs(f"medfuzz/medfuzz_{b.key}", raw)),
+                          f"MedFuzz on {benchmark.title}; options as ``medfuzz/medfuzz``.", __name__)
 
 
-@task
-@one_line_user_errors
-def medfuzz_medmcqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
-                    shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
-    """MedFuzz on MedMCQA; options as ``medfuzz/medfuzz``."""
-    return medfuzz_task("medmcqa", *_configs("medfuzz/medfuzz_medmcqa", {
-        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
+__all__ = ["fuzzed_from_log", "medfuzz", "medfuzz_task"]
+per_benchmark(globals(), "medfuzz_{key}", _medfuzz_task)  # medfuzz_medqa, medfuzz_medmcqa, medfuzz_mcq, ...
 
 
 def fuzzed_from_log(path: str | Path) -> list[dict[str, Any]]:

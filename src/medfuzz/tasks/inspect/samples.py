@@ -1,11 +1,16 @@
-"""Items to Inspect samples (the only place the baseline tasks touch Inspect's dataset types)."""
+"""Items to Inspect samples (the only place the question-based tasks touch Inspect's dataset types), and what a
+task records about its data."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from inspect_ai.dataset import MemoryDataset, Sample
 
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.selection import DataSelection
+
+DATA_SOURCE = "data_source"  # task metadata: the run's data (``benchmarks.registry.DataRecord.record``)
 
 
 def item_to_sample(item: MCQItem) -> Sample:
@@ -19,8 +24,19 @@ def item_to_sample(item: MCQItem) -> Sample:
     )
 
 
-def mcq_dataset(benchmark: str, selection: DataSelection, seed: int) -> MemoryDataset:
+def selected_dataset(benchmark: str, selection: DataSelection, seed: int) -> tuple[MemoryDataset, dict[str, Any]]:
     """The selected items as samples (options shuffled per item when asked, seeded by item id: the same order in
-    every harness)."""
-    return MemoryDataset([item_to_sample(item) for item in selection.items(benchmark, seed)],
-                         name=f"{benchmark}:{selection.data}")
+    every harness), and the task metadata that says what they are: the benchmark, the selection as given, the
+    data's name and its ``DataRecord`` record (``data_source``: title, Hub id, licence, split, layout, items)."""
+    loaded = selection.load(benchmark, seed)
+    source = loaded.source
+    dataset = MemoryDataset([item_to_sample(item) for item in loaded.items], name=f"{benchmark}:{source.name}")
+    metadata = {"benchmark": benchmark, "data": selection.data, "split": selection.split,
+                "shuffle_choices": selection.shuffle_choices, "columns": selection.columns,
+                "data_name": source.name, DATA_SOURCE: source.record()}
+    return dataset, metadata
+
+
+def mcq_dataset(benchmark: str, selection: DataSelection, seed: int) -> MemoryDataset:
+    """``selected_dataset``'s samples."""
+    return selected_dataset(benchmark, selection, seed)[0]

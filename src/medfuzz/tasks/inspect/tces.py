@@ -3,7 +3,8 @@
 Inspect scorer and metrics for TCES; every number comes from ``tces_stats.summarise`` over the per-sample
 records kept in ``Score.metadata["record"]``.
 
-TCES attack tasks: ``medfuzz/tces_medqa`` and ``medfuzz/tces_medmcqa``.
+TCES attack tasks: ``medfuzz/tces`` (``-T benchmark=...``) and ``medfuzz/tces_<benchmark>`` for every benchmark of the
+registry (``medfuzz/tces_medqa``, ``medfuzz/tces_medmcqa``, ``medfuzz/tces_mcq`` for your own data).
 
 Example::
 
@@ -23,17 +24,19 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
 from medfuzz.benchmarks.items import MCQItem
+from medfuzz.benchmarks.registry import Benchmark
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
 from medfuzz.scorers.tces import TCESSummary, summarise
-from medfuzz.solvers.tces.attack import TCESResources, attack_item
+from medfuzz.solvers.tces.attack import TCESResources, attack_item, count_attackable
 from medfuzz.solvers.tces.config import TCESConfig
 from medfuzz.tasks.inspect.call_bound import announce_max_calls
 from medfuzz.tasks.inspect.planning import planning
 from medfuzz.tasks.inspect.rescoring import rescorable
 from medfuzz.tasks.inspect.run_checks import ANSWERED, NOT_ASKED, RunChecks, reason
-from medfuzz.tasks.inspect.samples import mcq_dataset
+from medfuzz.tasks.inspect.samples import selected_dataset
 from medfuzz.tasks.inspect.task_options import task_options
 from medfuzz.tasks.inspect.user_errors import one_line_user_errors
+from medfuzz.tasks.inspect.variants import benchmark_task, per_benchmark, selection_parameters
 
 # Inspect records this in each log (eval.task_version) and eval-set resumes only logs of the same version:
 # bump it when the task's scoring, metrics or data change (CHANGELOG.md, "Task versions")
@@ -171,17 +174,21 @@ def llm_error_of_item(scores: dict[str, SampleScore]) -> str:
 
 
 def tces_task(benchmark: str, selection: DataSelection, config: TCESConfig) -> Task:
-    """The TCES Inspect task for a benchmark and a checked config (what every ``@task`` below returns)."""
+    """The TCES Inspect task for a benchmark and a checked config (what every ``@task`` below returns). Which
+    items can be attacked (an entity of the type in a distractor) is said when the task is built: how many, and
+    why each other one is not (``attackable``, also in the task metadata)."""
+    dataset, data = selected_dataset(benchmark, selection, config.seed)
+    attackable = count_attackable(benchmark, data["data_name"],
+                                  (MCQItem.from_record(s.metadata["item"]) for s in dataset), config)
     return Task(
         version=TASK_VERSION,
-        dataset=mcq_dataset(benchmark, selection, config.seed),
+        dataset=dataset,
         solver=tces_attack(config),
         scorer=tces_scorer(),
         config=default_generate_config(),
         # the call bound is said (and recorded) when the run starts, for the run's own samples
         early_stopping=RunChecks(llm_error_of_item, partial(announce_max_calls, config)),
-        metadata={"medfuzz_method": "tces", "benchmark": benchmark, "data": selection.data,
-                  "split": selection.split, "shuffle_choices": selection.shuffle_choices, **config.to_dict()},
+        metadata={"medfuzz_method": "tces", **data, "attackable": attackable, **config.to_dict()},
     )
 
 
@@ -196,27 +203,23 @@ def _configs(task: str, raw: dict[str, Any]) -> tuple[DataSelection, TCESConfig]
 @task
 @one_line_user_errors
 def tces(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | None = DEFAULT.split,
-         limit: int | None = DEFAULT.limit, shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
-    """TCES (type-consistent entity substitution) on ``benchmark`` (medqa | medmcqa). Every ``TCESConfig``
+         limit: int | None = DEFAULT.limit, shuffle_choices: bool = DEFAULT.shuffle_choices,
+         columns: str | None = DEFAULT.columns, data_name: str | None = DEFAULT.data_name, **options: Any) -> Task:
+    """TCES (type-consistent entity substitution) on ``benchmark`` (a ``benchmarks.registry`` key: medqa, medmcqa,
+    mcq for your own data, ...). Every ``TCESConfig``
     parameter is a ``-T name=value`` option (``entity``, ``sampler``, ``n``, ``budget``, ``zoo_m``, ...; table in
     docs/tces.md); names are checked by ``task_options``."""
     return tces_task(benchmark, *_configs("medfuzz/tces", {
-        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
+        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, "columns": columns,
+        "data_name": data_name, **options}))
 
 
-@task
-@one_line_user_errors
-def tces_medqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
-               shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
-    """TCES on MedQA-USMLE; options as ``medfuzz/tces``."""
-    return tces_task("medqa", *_configs("medfuzz/tces_medqa", {
-        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
+def _tces_task(benchmark: Benchmark):
+    params = selection_parameters(DEFAULT.split)
+    return benchmark_task(f"tces_{benchmark.key}", benchmark, params,
+                          lambda b, raw: tces_task(b.key, *_configs(f"medfuzz/tces_{b.key}", raw)),
+                          f"TCES on {benchmark.title}; options as ``medfuzz/tces``.", __name__)
 
 
-@task
-@one_line_user_errors
-def tces_medmcqa(data: str = DEFAULT.data, split: str | None = DEFAULT.split, limit: int | None = DEFAULT.limit,
-                 shuffle_choices: bool = DEFAULT.shuffle_choices, **options: Any) -> Task:
-    """TCES on MedMCQA; options as ``medfuzz/tces``."""
-    return tces_task("medmcqa", *_configs("medfuzz/tces_medmcqa", {
-        "data": data, "split": split, "limit": limit, "shuffle_choices": shuffle_choices, **options}))
+__all__ = ["tces"]
+per_benchmark(globals(), "tces_{key}", _tces_task)  # tces_medqa, tces_medmcqa, tces_mcq, ... (added to __all__)

@@ -9,9 +9,9 @@ through a sibling doc. Every medfuzz YAML therefore declares ``fewshot_split: te
 evaluated doc to the sampler) and this sampler (``fewshot_config.sampler``), which
 
 - draws from a split disjoint from the evaluated items where the benchmark has one, as lm-eval's own
-  ``medqa_4options`` does (``data=hf``: the benchmark's ``FEWSHOT_SPLITS`` entry, MedQA and MedMCQA ``train``,
-  when the run evaluates another split; the hook names it in each doc's ``fewshot_source``, and the split is
-  read only when a run asks for examples), built into docs of the task's own shape;
+  ``medqa_4options`` does (``data=hf``: the benchmark's ``fewshot_split`` in ``benchmarks.registry``, MedQA and
+  MedMCQA ``train``, when the run evaluates another split; the hook names it in each doc's ``fewshot_source``,
+  and the split is read only when a run asks for examples), built into docs of the task's own shape;
 - else draws from the evaluated docs, one per item (``leak_key``: the item id, MedFuzz's ``item_id`` over its
   replicates, MedGuard's ``case_id`` over a case's units and ``source_id`` over the items made from one
   question), leaving out every doc of the evaluated item and the docs that hold no answered question (a MedFuzz
@@ -29,7 +29,8 @@ from typing import Any
 
 from lm_eval.api.samplers import ContextSampler
 
-from medfuzz.benchmarks.selection import DEFAULT_SPLITS, FEWSHOT_SPLITS, DataSelection
+from medfuzz.benchmarks import registry
+from medfuzz.benchmarks.selection import DataSelection
 from medfuzz.errors import MedfuzzError
 
 FEWSHOT_SOURCE = "fewshot_source"  # the doc field naming a disjoint split ("" for the evaluated docs)
@@ -51,8 +52,8 @@ def usable(doc: Mapping[str, Any]) -> bool:
 def source(family: str, benchmark: str, selection: DataSelection, seed: int) -> str:
     """A doc's ``fewshot_source``: the disjoint split examples come from, as JSON, or "" (the evaluated docs)
     when the data has none (the bundled demo rows, a user's file) or the run evaluates that split itself."""
-    split = FEWSHOT_SPLITS.get(benchmark)
-    evaluated = selection.split or DEFAULT_SPLITS.get(benchmark)
+    declared = registry.get(benchmark)
+    split, evaluated = declared.fewshot_split, selection.split or declared.default_split
     if selection.data != "hf" or split is None or split == evaluated:
         return ""
     return json.dumps({"family": family, "benchmark": benchmark, "split": split,

@@ -4,12 +4,12 @@ lm-eval calls a ``custom_dataset`` hook with one mapping: the task YAML's ``meta
 adds ``config_source``), ``--metadata`` and, merged in by ``simple_evaluate``, every ``--model_args`` entry.
 One ``--metadata`` reaches every task of a run, so a name is known when *some* medfuzz hook uses it (``turns``
 reaches the TCES hook in a ``tces_medqa_drugs,medfuzz_medqa`` run); a name may be aimed at one task family or
-benchmark by a prefix (``tces_sampler``, ``medguard_seed``, ``medqa_data``; the prefixed value wins), and a
-prefixed name must be one that family uses. ``--model_args`` names are left to the model: the reader finds them
-in lm-eval's ``simple_evaluate`` call that is building the task (its ``model_args`` argument), which is where
-lm-eval merges them. A name meant for a non-medfuzz task of the same run (lm-eval's ``--metadata`` is shared)
-goes in ``ignore_options`` (comma list). Everything else stops the run before any model call with one
-``ConfigError`` that names every unknown option and the closest known name.
+benchmark by a prefix (``tces_sampler``, ``medguard_seed``, ``medqa_data``: any key of ``benchmarks.registry``;
+the prefixed value wins), and a prefixed name must be one that family uses. ``--model_args`` names are left to
+the model: the reader finds them in lm-eval's ``simple_evaluate`` call that is building the task (its
+``model_args`` argument), which is where lm-eval merges them. A name meant for a non-medfuzz task of the same run
+(lm-eval's ``--metadata`` is shared) goes in ``ignore_options`` (comma list). Everything else stops the run
+before any model call with one ``ConfigError`` that names every unknown option and the closest known name.
 
 Each family (one per method, from the method registry ``medfuzz.records.methods``) lists the names it uses and
 the names it refuses with a reason (a parameter that exists in Inspect but has no effect here).
@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
+from medfuzz.benchmarks import registry
 from medfuzz.models.failures import secret_name
 from medfuzz.options import ConfigError, did_you_mean
 from medfuzz.records.keys import MODEL_LABEL  # the report's name of the model: no hook reads it
@@ -42,7 +43,6 @@ from medfuzz.records.methods import METHODS
 
 LM_EVAL_KEYS = frozenset({"version", "config_source"})  # what lm-eval itself puts into a task's metadata
 IGNORE = "ignore_options"
-BENCHMARKS = ("medqa", "medmcqa")
 
 SECRET_REASON = ("a secret, refused: lm-eval writes --model_args and --metadata verbatim into results_*.json "
                  "(config.model_args and every task's metadata). Set the key in an environment variable "
@@ -187,7 +187,7 @@ def secret_option(name: str) -> bool:
 
 def _split(name: str) -> tuple[str | None, str]:
     """(prefix, rest) for ``<family or benchmark>_<rest>``, else (None, name)."""
-    for prefix in (*families(), *BENCHMARKS):
+    for prefix in (*families(), *registry.BENCHMARKS):  # the benchmarks: benchmarks.registry
         if name.startswith(f"{prefix}_") and len(name) > len(prefix) + 1:
             return prefix, name[len(prefix) + 1:]
     return None, name

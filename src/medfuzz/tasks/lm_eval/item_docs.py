@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from medfuzz.benchmarks import MCQItem
+from medfuzz.benchmarks import LoadedData, MCQItem
 from medfuzz.benchmarks.prompts import completion_prompt, letter_prompt
 from medfuzz.benchmarks.selection import DataSelection
 
@@ -22,18 +22,25 @@ def selection(options: Mapping[str, Any]) -> DataSelection:
     return DataSelection.from_options(**{k: v for k, v in options.items() if k in DataSelection.names()})
 
 
-def benchmark_items(benchmark: str, options: Mapping[str, Any], *, apply_limit: bool = True) -> list[MCQItem]:
+def benchmark_data(benchmark: str, options: Mapping[str, Any], *, apply_limit: bool = True) -> LoadedData:
     """Items of ``benchmark`` selected by the options (``DataSelection``: ``data``, ``split``, ``limit``,
-    ``shuffle_choices``, seeded by item id with ``seed``, as in Inspect). ``apply_limit=False``: every item, for
-    a hook whose ``limit`` counts its docs."""
+    ``shuffle_choices``, seeded by item id with ``seed``, as in Inspect; ``columns``, ``data_name``) and their
+    ``DataRecord``. ``apply_limit=False``: every item, for a hook whose ``limit`` counts its docs."""
     seed = int(options.get("seed") or 0)
-    return selection(options).items(benchmark, seed, apply_limit=apply_limit)
+    return selection(options).load(benchmark, seed, apply_limit=apply_limit)
 
 
-def item_to_doc(item: MCQItem) -> dict[str, Any]:
-    """A flat lm-eval doc; prompts are built here so every variant shows the same cleaned text."""
+def benchmark_items(benchmark: str, options: Mapping[str, Any], *, apply_limit: bool = True) -> list[MCQItem]:
+    """``benchmark_data``'s items."""
+    return benchmark_data(benchmark, options, apply_limit=apply_limit).items
+
+
+def item_to_doc(item: MCQItem, data_name: str = "") -> dict[str, Any]:
+    """A flat lm-eval doc; prompts are built here so every variant shows the same cleaned text. ``data_name``:
+    the data's name (``DataRecord.name``), which ``--log_samples`` records with every doc."""
     return {
         "id": item.id,
+        "data_name": data_name,
         "question": item.clean_question(),
         "choices": list(item.clean_options().values()),
         "letters": item.letters,

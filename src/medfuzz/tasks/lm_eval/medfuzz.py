@@ -1,6 +1,7 @@
-"""Hooks of the lm-eval tasks ``medfuzz_medqa`` / ``medfuzz_medmcqa``: any lm-eval model on a MedFuzzed
-benchmark (metrics ``clean_acc``, ``attacked_acc``, ``flip_rate``, each with lm-eval's standard error, and
-``llm_errors`` / ``llm_error_rate``).
+"""Hooks of the lm-eval tasks ``medfuzz_<benchmark>`` (``medfuzz_medqa``, ``medfuzz_medmcqa``, ``medfuzz_mcq`` for
+your own data: every benchmark of ``benchmarks.registry``): any lm-eval model on a MedFuzzed benchmark (metrics
+``clean_acc``, ``attacked_acc``, ``flip_rate``, each with lm-eval's standard error, and ``llm_errors`` /
+``llm_error_rate``).
 
 The fuzzed items come from either
 
@@ -10,7 +11,8 @@ The fuzzed items come from either
   (and ``attacker_base_url`` / ``attacker_model``, default the target itself, which is not what the paper
   did and logs a warning), ``api_key_env`` (the *name* of the
   environment variable holding the key, default ``OPENAI_API_KEY``; a raw ``api_key`` is refused, because
-  lm-eval writes its metadata into the results file); items from ``data`` / ``split`` / ``attack_limit``; every
+  lm-eval writes its metadata into the results file); items from ``data`` / ``split`` / ``columns`` /
+  ``attack_limit``; every
   ``MedFuzzConfig`` parameter (``turns``, ``replicates``, ``exemplars``, ``controls``, ``seed``, ``pack``, ...)
   with the Inspect task's names and defaults.
   Finished items are cached under ``cache_dir`` (default ``$MEDFUZZ_CACHE/attacks``) keyed by every setting,
@@ -51,8 +53,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medfuzz.benchmarks import MCQItem, load_items
+from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.prompts import completion_prompt
+from medfuzz.benchmarks.selection import DataSelection
 from medfuzz.errors import DataError
 from medfuzz.models.openai_compat import DEFAULT_MAX_CONNECTIONS, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from medfuzz.options import ConfigError, as_bool, check
@@ -199,7 +202,7 @@ def medfuzz_docs(task_benchmark: str, **kwargs: Any):
     elif kwargs.get("target_base_url"):
         docs = _replicate_docs(attack_with_cache(benchmark, **kwargs), wanted)
     else:
-        raise ValueError("medfuzz_medqa needs --metadata with either 'fuzzed' (a fuzzed file or Inspect log) "
+        raise ValueError(f"medfuzz_{benchmark} needs --metadata with either 'fuzzed' (a fuzzed file or Inspect log) "
                          "or 'target_base_url' and 'target_model' (attack an OpenAI-compatible endpoint first)")
     outcomes = Counter(doc["outcome"] for doc in docs)
     scored = sum(doc["scored"] for doc in docs)
@@ -221,8 +224,8 @@ def medfuzz_docs(task_benchmark: str, **kwargs: Any):
 
 # options of the attack path that are not MedFuzz parameters (those go to MedFuzzConfig, same names and
 # defaults as the Inspect task)
-ATTACK_PATH_OPTIONS = ("data", "split", "attack_limit", "target_base_url", "target_model", "attacker_base_url",
-                       "attacker_model", "api_key_env")
+ATTACK_PATH_OPTIONS = ("data", "split", "columns", "data_name", "attack_limit", "target_base_url", "target_model",
+                       "attacker_base_url", "attacker_model", "api_key_env")
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
@@ -233,7 +236,7 @@ def api_key(kwargs: dict[str, Any]) -> str | None:
     name = str(kwargs.get("api_key_env") or DEFAULT_KEY_ENV)
     value = os.environ.get(name)
     if kwargs.get("api_key_env") and not value:
-        raise ConfigError(f"medfuzz_medqa: api_key_env={name!r} names an environment variable that is not set")
+        raise ConfigError(f"medfuzz: api_key_env={name!r} names an environment variable that is not set")
     return value
 
 
@@ -264,12 +267,13 @@ def attack_settings(benchmark: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     target_url = str(kwargs["target_base_url"])
     config = MedFuzzConfig.from_options(ignore_unknown=True, **kwargs)
     # the items: ``DataSelection`` (``attack_limit`` is its ``limit`` here: ``limit`` would read as lm-eval's own)
-    chosen = selection({**{k: kwargs[k] for k in ("data", "split") if k in kwargs},
+    chosen = selection({**{k: kwargs[k] for k in ("data", "split", "columns", "data_name") if k in kwargs},
                         "limit": kwargs.get("attack_limit")})
     return {
         "benchmark": benchmark,
         "data": chosen.data,
         "split": chosen.split,
+        **({"columns": chosen.columns} if chosen.columns else {}),  # absent when none: earlier caches stay valid
         "attack_limit": chosen.limit,
         "target_base_url": target_url,
         "target_model": str(kwargs.get("target_model", "default")),
@@ -297,13 +301,17 @@ def attack_with_cache(benchmark: str, **kwargs: Any) -> list[ItemResult]:
     key = api_key(kwargs)
     settings = attack_settings(benchmark, kwargs)
     path = cache_path(settings, kwargs.get("cache_dir"))
-    items = load_items(benchmark, settings["data"], settings["split"], settings["attack_limit"])
+    chosen = DataSelection(settings["data"], settings["split"], settings["attack_limit"],
+                           columns=settings.get("columns"), data_name=kwargs.get("data_name"))
+    items = chosen.items(benchmark, 0)
     done = {r["item"]["id"]: ItemResult.from_dict(r) for r in read_attack_cache(path)} if path.is_file() else {}
     if as_bool(kwargs.get("retry_errors", False), "retry_errors"):  # e.g. after an outage: attack LLM-error items again
         done = {k: v for k, v in done.items() if not v.counts()["llm_error"]}
     missing = [item for item in items if item.id not in done]
     if missing:
-        for result in asyncio.run(_attack(settings, missing, path, transport_options(kwargs), key)):
+        config = MedFuzzConfig(**settings["config"])
+        pool = chosen.pool(benchmark, config.exemplar_data) if config.exemplars else []
+        for result in asyncio.run(_attack(settings, missing, path, transport_options(kwargs), key, pool)):
             done[result.item.id] = result
     return [done[item.id] for item in items if item.id in done]
 
@@ -337,7 +345,7 @@ def _number(kwargs: dict[str, Any], name: str, kind: type, default: Any) -> Any:
 
 
 async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, transport: dict[str, Any],
-                  key: str | None) -> list[ItemResult]:
+                  key: str | None, exemplar_pool: list[MCQItem]) -> list[ItemResult]:
     from medfuzz.models.call_cache import cached
     from medfuzz.models.openai_compat import OpenAIChatModel
     from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
@@ -347,7 +355,7 @@ async def _attack(settings: dict[str, Any], items: list[MCQItem], path: Path, tr
     target = cached(OpenAIChatModel(settings["target_model"], settings["target_base_url"], key, **transport))
     attacker = cached(OpenAIChatModel(settings["attacker_model"], settings["attacker_base_url"], key, **transport))
     config = MedFuzzConfig(**settings["config"])
-    pool = load_items(settings["benchmark"], config.exemplar_data) if config.exemplars else []
+    pool = exemplar_pool if config.exemplars else []
     # same endpoint and model: the target attacks itself (not as in the paper; the engine logs a warning)
     same = (settings["attacker_base_url"], settings["attacker_model"]) == (settings["target_base_url"],
                                                                            settings["target_model"])

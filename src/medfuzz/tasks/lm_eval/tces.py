@@ -1,4 +1,5 @@
-"""Hook of the single-query (B = 1) TCES transform tasks ``tces_{medqa,medmcqa}_{drugs,diseases}``.
+"""Hook of the single-query (B = 1) TCES transform tasks ``tces_<benchmark>_{drugs,diseases}`` (every benchmark of
+``benchmarks.registry``: ``tces_medqa_drugs``, ``tces_mcq_diseases`` for your own data, ...).
 
 lm-eval cannot query the model while it builds a dataset, so the transform is model-free: for every item with
 an entity of the type in a distractor, the victim is replaced by the entity RandS/PDWS draws first (the same
@@ -8,14 +9,15 @@ letter, after their shared beginning), so one doc gives the pair (correct clean,
 metrics are per-doc values that lm-eval's own ``mean`` aggregates, with lm-eval's standard errors:
 ``clean_acc`` (mean of c), ``attacked_acc`` (mean of c and a: an item answered wrongly clean is not attacked
 and stays wrong, as in the Inspect task) and ``flip_rate`` (ASR@1: not a, returned only where c).
-Items without an entity are left out (the paper's drug-/disease-mention subsets); their count is logged.
+Items without an entity are left out (the paper's drug-/disease-mention subsets): how many were attackable is
+logged, and why each other item was not (``solvers.tces.attack.log_attackable``).
 lm-eval's ``--limit`` counts items (one doc each).
 
 Options (``--metadata``): the ``TCESConfig`` parameters lm-eval can use, with the Inspect task's names and
 defaults (``sampler`` rands | pdws, ``n``, ``embedding``, ``vocabulary``, ``seed``), each also as ``tces_<name>``
 (which wins); ``drugs_vocabulary`` / ``diseases_vocabulary`` per entity type; the data options ``data``,
-``split``, ``shuffle_choices`` (also ``medqa_<name>`` / ``medmcqa_<name>``) and ``limit`` (items). Names that
-exist only in Inspect (``budget``, ``zoo_*``, ``max_tokens``, ...) are refused with the reason, unknown names
+``split``, ``columns``, ``data_name``, ``shuffle_choices`` (also ``<benchmark>_<name>``) and ``limit`` (items).
+Names that exist only in Inspect (``budget``, ``zoo_*``, ``max_tokens``, ...) are refused with the reason, unknown names
 stop the run (``medfuzz.tasks.lm_eval.hook_options``). The benchmark and entity type come from the task's
 ``dataset_kwargs``.
 
@@ -32,11 +34,11 @@ from typing import Any
 
 from medfuzz.benchmarks.prompts import completion_prompt
 from medfuzz.records.lm_eval_docs import versions_correct, versions_doc
-from medfuzz.solvers.tces.attack import TCESResources, clean_item, first_substitution
+from medfuzz.solvers.tces.attack import TCESResources, clean_item, first_substitution, log_attackable
 from medfuzz.solvers.tces.config import TCESConfig
 from medfuzz.tasks.lm_eval import fewshot
 from medfuzz.tasks.lm_eval.hook_options import lm_eval_doc_limit, read_options
-from medfuzz.tasks.lm_eval.item_docs import benchmark_items, dataset, item_to_doc, selection
+from medfuzz.tasks.lm_eval.item_docs import benchmark_data, dataset, item_to_doc, selection
 
 log = logging.getLogger(__name__)
 
@@ -54,25 +56,28 @@ def tces_docs(task_benchmark: str, task_entity: str, **kwargs: Any):
         limit = lm_eval_doc_limit()
     resources = TCESResources.build(task_entity, config.vocabulary, config.embedding)
     docs: list[dict[str, Any]] = []
-    skipped = 0
-    for item in benchmark_items(task_benchmark, options, apply_limit=False):
+    skipped: dict[str, str] = {}
+    loaded = benchmark_data(task_benchmark, options, apply_limit=False)
+    for item in loaded.items:
         if limit is not None and len(docs) >= limit:
             break
         plan = first_substitution(item, resources, config)
         if isinstance(plan, str):
-            skipped += 1
+            skipped[item.id] = plan
             continue
         clean = clean_item(item)
         prompts = [completion_prompt(clean), completion_prompt(plan.item)]
-        docs.append({**item_to_doc(clean), "options": list(clean.clean_options().values()),
+        docs.append({**item_to_doc(clean, loaded.source.name), "options": list(clean.clean_options().values()),
                      **versions_doc(prompts, clean.letters), "attacked_prompt": prompts[1],
                      "attacked_choices": list(plan.item.clean_options().values()), "victim": plan.victim.text,
                      "victim_letter": plan.victim.letter, "replacement": plan.replacement,
                      "distance": plan.distance_to_key, "anchor": str(plan.anchor["text"])})
-    log.info("tces %s/%s: %d items with a %s entity in a distractor, %d without (left out)", task_benchmark,
-             task_entity, len(docs), task_entity, skipped)
+    log_attackable(f"tces_{task_benchmark}_{task_entity} ({loaded.source.name})", len(docs) + len(skipped), skipped,
+                   task_entity)
     if not docs:
-        raise ValueError(f"tces {task_benchmark}/{task_entity}: no item has a {task_entity} entity in a distractor")
+        first = f"; the first: {next(iter(skipped.values()))}" if skipped else ""
+        raise ValueError(f"tces_{task_benchmark}_{task_entity}: no item has a {task_entity} entity in a distractor "
+                         f"({loaded.source.name}: {len(skipped)} items read{first})")
     return dataset(fewshot.with_source(docs, fewshot.source("tces", task_benchmark, selection(options),
                                                                  int(options.get("seed") or 0))))
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medfuzz.benchmarks import registry
+from medfuzz.benchmarks.selection import DataSelection
 from medfuzz.options import ConfigError, cli_value  # noqa: F401 - re-exported for the sweep CLI
 from medfuzz.samplers.vocab import ENTITY_TYPES
 from medfuzz.solvers.tces.config import TCESConfig
@@ -34,7 +36,7 @@ SWEEP_KEY = "medfuzz_sweep"  # eval metadata key holding the sweep's name
 TASK = "medfuzz/tces"
 # set by the grid, per run: not accepted among the other options
 GRID_OPTIONS = ("benchmark", "entity", "sampler", "n", "zoo_m", "vocabulary")
-DATA_OPTIONS = ("data", "split", "limit", "shuffle_choices")
+DATA_OPTIONS = DataSelection.names()  # data, split, limit, shuffle_choices, columns, data_name
 
 
 def number(value: float) -> int | float:
@@ -79,6 +81,7 @@ class TCESSweep:
     zoo_budget: int | None = None  # budget of the DiscreteZOO runs (default: the options' budget)
 
     def __post_init__(self) -> None:
+        registry.get(self.benchmark)  # a benchmark of benchmarks.registry
         for entity in self.entities:
             if entity not in ENTITY_TYPES:
                 raise ConfigError(f"--entity: {entity!r} is not one of {list(ENTITY_TYPES)}")
