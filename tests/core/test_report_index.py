@@ -283,8 +283,8 @@ def test_summary_json_and_model_index_hold_the_page_numbers(report: Path, logs: 
     errors = medfuzz["numbers"]["medfuzz_llm_error_rate"]
     assert (errors["k"], errors["n"], errors["value"]) == (0, 2, 0.0)
     # the data each number was computed on: a user's file by its name, the demo rows as what they are
-    assert medfuzz["data"] == {"benchmark": "medqa", "source": "file", "hub_id": None, "split": None, "items": 1,
-                               "file": "item.jsonl"}
+    assert medfuzz["data"] == {"benchmark": "medqa", "name": "item", "source": "file", "hub_id": None,
+                               "split": None, "items": 1, "file": "item.jsonl"}
     # every number of the JSON on the page and in the model card, field by field (tests/surfaces.py)
     assert assert_surfaces_agree(report, None) >= 30
     assert_no_absolute_path(report, [logs, logs.parent])
@@ -313,7 +313,7 @@ def test_summary_json_and_model_index_hold_the_page_numbers(report: Path, logs: 
     assert tces[0]["task"]["type"] == "tces-inspect"
     # a user's file: no Hub id, no split, its item count
     assert tces[0]["dataset"] == {"type": "medfuzz:medqa-file:medqa_drug_items_key_a.jsonl",
-                                  "name": "MedQA-USMLE (4 options) · user file medqa_drug_items_key_a.jsonl, 2 items",
+                                  "name": "medqa_drug_items_key_a · user file medqa_drug_items_key_a.jsonl, 2 items",
                                   "args": {"items": 2}}
     # the 50 bundled dev rows (here 4 of them) are not the Hub's MedQA test split
     [baseline] = entries["medfuzz-scripted/chatty"]["results"]
@@ -479,7 +479,8 @@ def test_the_terminal_summary_prints_the_first_screens_numbers(logs: Path, repor
         header = read_log(path, header_only=True)
         method = method_of(header.eval.metadata, header.eval.task)
         headers[{"baseline": "clean baseline", "tces": f"tces {len(headers)}"}.get(method, method)] = header
-    plan = SimpleNamespace(model="medfuzz-scripted/t", data="demo", level="quick", attacker="medfuzz-actors/attacker")
+    plan = SimpleNamespace(model="medfuzz-scripted/t", data="demo", level="quick", attacker="medfuzz-actors/attacker",
+                           benchmark="medqa", data_name=None)
     text = "\n".join(summary_lines(plan, headers, logs / "lm-eval", "medfuzz-scripted/t"))
     assert "n/a" not in text and "nan" not in text.lower()
     assert assert_surfaces_agree(report, text) >= 30  # every number, field by field, on all four surfaces

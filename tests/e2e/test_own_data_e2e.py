@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from medfuzz.planted.server import PlantedServer, launch
 from medfuzz.planted.spec import PlantedSpec
@@ -81,7 +82,21 @@ def test_medfuzz_run_on_your_file(served: tuple[Path, PlantedServer], cache: Pat
     assert attackable["items"] == min(rows, 10) and 0 < attackable["attackable"] < attackable["items"]
     assert f"{attackable['attackable']} of {attackable['items']} items attackable" in output
     assert all(why.startswith("no drugs entity in any distractor") for why in attackable["skipped"].values())
-    assert (out / "report" / "index.html").is_file()
+    # the terminal, the page, summary.json and the model card name the data (never MedQA, no Hub id)
+    assert f"on my exam · user file {path.name}" in output
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    results = [r for model in summary["models"].values() for r in model["results"]]
+    assert {r["method"] for r in results} == {"baseline", "tces", "medfuzz"}
+    for result in results:
+        assert result["data"]["name"] == "my exam" and result["data"]["benchmark"] == "mcq", result["data"]
+        assert (result["data"]["source"], result["data"]["hub_id"], result["data"]["file"]) == ("file", None,
+                                                                                                path.name)
+    [card] = (out / "report").glob("model-index*.yaml")
+    datasets = [r["dataset"] for r in yaml.safe_load(card.read_text())["model-index"][0]["results"]]
+    assert datasets and all(d["type"] == f"medfuzz:mcq-file:{path.name}" and d["name"].startswith("my exam · ")
+                            for d in datasets)
+    page = (out / "report" / "index.html").read_text(encoding="utf-8")
+    assert "my exam" in page and "GBaker" not in page and "MedQA" not in card.read_text()
 
 
 def test_plain_inspect_and_lm_eval_read_the_same_file(served: tuple[Path, PlantedServer], cache: Path,
@@ -106,5 +121,11 @@ def test_plain_inspect_and_lm_eval_read_the_same_file(served: tuple[Path, Plante
     clean = read_lm_eval_output(tmp_path / "lm-eval", "mcq_clean")
     assert clean.n == 12 and clean.reported == pytest.approx(clean.recomputed)
     assert "tces_mcq_drugs (my exam): 8 of 12 items attackable" in output
+    from medfuzz.report.overview import lm_eval_results
+
+    results_file = next((tmp_path / "lm-eval").rglob("results_*.json"))
+    found = lm_eval_results(results_file, json.loads(results_file.read_text()))
+    assert {r.task for _, r in found} >= {"mcq_clean"}
+    assert all(r.data.label == "my exam" and r.data.source == "file" and r.data.hub_id is None for _, r in found)
     samples = next((tmp_path / "lm-eval").rglob("samples_mcq_clean_*.jsonl"))
     assert json.loads(samples.read_text().splitlines()[0])["doc"]["data_name"] == "my exam"

@@ -12,7 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -434,6 +434,7 @@ def load_data(benchmark: str, data: str | Path = "hf", split: str | None = None,
     ``columns`` names (any form ``columns.parse_columns`` reads; it wins over a layout where both apply)."""
     spec = registry.get(benchmark)
     where = data_source(spec, data, split)
+    described = describe(benchmark, data, split, data_name)
     given = parse_columns(columns)
     prefer: tuple[str, ...] = (spec.layout,) if spec.layout else ()
     if where.kind in ("hf", "hub"):
@@ -444,29 +445,36 @@ def load_data(benchmark: str, data: str | Path = "hf", split: str | None = None,
         source = f"hf:{where.hub_id}[{where.split}]"
         records: Iterable[tuple[int, dict[str, Any]]] = _hf_rows(where.hub_id or "", where.split or "test")
         part = where.split if where.kind == "hf" else f"{(where.hub_id or '').split('/')[-1]}-{where.split}"
-        stem = (where.hub_id or "").split("/")[-1]
         duplicates: Duplicates = "warn"  # published data sets repeat some questions
     else:
         path = where.path or Path(str(data))
         source, records = str(path), read_rows(path)
         part = spec.demo_split if where.kind == "demo" else path.stem
-        stem = path.stem
         duplicates = "error"
     prefix = spec.id_prefix.format(key=spec.key, part=part)
     items, layout, used = _load(records, source, given, prefer, prefix, duplicates, limit)
     if not parse_columns(columns):  # the Hub copy's own departures are part of its layout, not a user's mapping
         layout = layout.split("+")[0]
-    own_release = where.kind in ("hf", "demo")
-    name = data_name or default_name(spec.key, where.kind, stem)
-    described = DataRecord(
-        benchmark=spec.key, title=spec.title, name=name, kind=where.kind,
-        file=where.path.name if where.kind == "file" and where.path else None,
-        hub_id=where.hub_id if where.kind in ("hf", "hub") else None,
-        split=where.split if where.kind != "file" else None,
-        licence=spec.licence if own_release else None, layout=layout, columns=used.text(), items=len(items))
     if where.kind in ("file", "hub"):
         log.info("%s: layout %s (%s), %d items", source, layout, used.text(), len(items))
-    return LoadedData(items, described)
+    return LoadedData(items, replace(described, layout=layout, columns=used.text(), items=len(items)))
+
+
+def describe(benchmark: str, data: str | Path = "hf", split: str | None = None,
+             data_name: str | None = None) -> DataRecord:
+    """What ``data`` is for a registered benchmark, without reading it (``load_data`` adds the layout, columns
+    and item count): the record every task writes into its metadata, and what the report and the terminal
+    say of a run whose log has no such record."""
+    spec = registry.get(benchmark)
+    where = data_source(spec, data, split)
+    stem = (where.hub_id or "").split("/")[-1] if where.kind in ("hf", "hub") else \
+        where.path.stem if where.path is not None else Path(str(data)).stem
+    return DataRecord(
+        benchmark=spec.key, title=spec.title, name=data_name or default_name(spec.key, where.kind, stem),
+        kind=where.kind, file=where.path.name if where.kind == "file" and where.path else None,
+        hub_id=where.hub_id if where.kind in ("hf", "hub") else None,
+        split=where.split if where.kind != "file" else None,
+        licence=spec.licence if where.kind in ("hf", "demo") else None)
 
 
 def load_items(benchmark: str, data: str | Path = "hf", split: str | None = None, limit: int | None = None,

@@ -24,8 +24,11 @@ def _lm_eval_file(folder: Path | None) -> tuple[Path | None, dict[str, Any]]:
     return (files[-1], json.loads(files[-1].read_text())) if files else (None, {})
 
 
-def _data_words(data: str) -> str:
-    return {"demo": "the bundled MedQA dev sample", "hf": "the MedQA test split"}.get(data, f"MedQA from {data}")
+def _data_words(plan: Any) -> str:
+    """What the run's questions are, in the words of the page and the card (``report.overview.DataSource``)."""
+    from medfuzz.report.overview import DataSource
+
+    return DataSource.of(plan.benchmark, plan.data, None, None, data_name=plan.data_name).name
 
 
 @dataclass
@@ -69,7 +72,7 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
 
     embedded = plan.model == EMBEDDED
     name = "SmolLM2-135M-Instruct (embedded)" if embedded else model
-    lines = ["", f"medfuzz run: {name} on {_data_words(plan.data)}, level {plan.level}"]
+    lines = ["", f"medfuzz run: {name} on {_data_words(plan)}, level {plan.level}"]
     lm_file, lm_data = _lm_eval_file(lm_eval_out)
     paths = {label: local_path(entry.location) for label, entry in logs.items()}
     results = first_screen_results([*paths.values(), *([lm_file] if lm_file else [])])

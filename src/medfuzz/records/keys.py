@@ -10,6 +10,7 @@ from medfuzz.records.methods import METHODS
 
 METHOD_KEY = "medfuzz_method"  # Inspect task metadata: which method the task runs (a ``records.methods`` key)
 SUITE_KEY = "medfuzz_suite"  # task metadata: the run's label in the suite (the logs are found by it)
+DATA_SOURCE = "data_source"  # task metadata: the run's data (``benchmarks.registry.DataRecord.record``)
 SHARD_KEY = "medfuzz_shard"  # a shard's task metadata: index k, count n, the run's samples, the slice's start/end
 # --metadata name of the model's name in the report (``report.runs.lm_eval_model_name``): lm-eval stores
 # --metadata in every task's config in its results file, so the name travels with the results. ``medfuzz run``

@@ -24,13 +24,14 @@ import json
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from medfuzz import stats
-from medfuzz.records.keys import METHOD_KEY, method_of
+from medfuzz.errors import MedfuzzError
+from medfuzz.records.keys import DATA_SOURCE, METHOD_KEY, method_of
 from medfuzz.records.methods import METHODS, Method, by_lm_eval_task
 from medfuzz.report.format import number as number_text
 from medfuzz.report.labels import label
@@ -81,61 +82,73 @@ def count_number(metric: str, value: int | float, text: str | None = None) -> Nu
     return Number(metric, float(value), text=text if text is not None else f"{int(value)}")
 
 
-# what the benchmarks are called, and their Hugging Face Hub datasets (``benchmarks.loaders``)
-BENCHMARK_NAMES = {"medqa": "MedQA-USMLE (4 options)", "medmcqa": "MedMCQA",
-                   "medguard": "MedGuard (medfuzz's balanced bundled build of github.com/ncbi-nlp/MedGuard)"}
+# MedGuard is not a registered multiple-choice benchmark (``benchmarks.registry``): its build is bundled
+MEDGUARD_TITLE = "MedGuard (medfuzz's balanced bundled build of github.com/ncbi-nlp/MedGuard)"
 # a ``dataset.type`` that names no Hub dataset starts with this: a colon is never part of a Hub repository id, so
 # no reader (or the Hub's own page) takes the bundled demo rows or a user's file for a Hub dataset
 NOT_ON_HUB = "medfuzz:"
 
 
-def _hub_ids() -> dict[str, str]:
-    from medfuzz.benchmarks.loaders import HF_MEDMCQA, HF_MEDQA
-
-    return {"medqa": HF_MEDQA, "medmcqa": HF_MEDMCQA}
-
-
 @dataclass(frozen=True)
 class DataSource:
-    """The data a result was computed on, as the run recorded it: the benchmark, where its items came from
-    (``hf``: the Hub dataset; ``demo``: the rows bundled with medfuzz; ``file``: a user's file, by its name only;
-    ``bundled``: MedGuard's bundled build), the split, and how many items (Inspect samples) or docs (lm-eval)."""
+    """The data a result was computed on, as the run recorded it (``benchmarks.registry.DataRecord``, the task
+    metadata's ``data_source``): the benchmark, where its items came from (``hf``: the benchmark's Hub dataset;
+    ``hub``: another Hub dataset; ``demo``: the rows bundled with medfuzz; ``file``: a user's file, by its name
+    only; ``bundled``: MedGuard's bundled build), the split, how many items (Inspect samples) or docs (lm-eval),
+    and what the data is called (the benchmark's title for its own release, else the data's name)."""
 
-    benchmark: str  # medqa | medmcqa | medguard | what the log says
-    source: str  # hf | demo | file | bundled
+    benchmark: str  # a registry key | medguard | what the log says
+    source: str  # hf | hub | demo | file | bundled | unrecorded
     split: str | None = None
     count: int | None = None
     unit: str = "items"  # items (Inspect samples) | docs (lm-eval)
     file: str | None = None  # a user's file: its name, never its path
+    hub_id: str | None = None  # only for items read from the Hugging Face Hub
+    title: str | None = None  # what the data is called (``DataRecord.display``)
 
     @classmethod
-    def of(cls, benchmark: str, data: Any, split: Any, count: int | None, unit: str = "items") -> DataSource:
-        """From a run's ``data`` / ``split`` options (``benchmarks.selection.DataSelection``): the split a loader
-        reads without one for ``hf``; the dev split for the demo rows (the first 50 of the original release's
-        dev file, ``benchmarks/data/NOTICE.md``); none for a file (its rows are what they are)."""
-        from medfuzz.benchmarks.selection import DEFAULT_SPLITS
+    def from_record(cls, record: Mapping[str, Any], count: int | None, unit: str = "items") -> DataSource:
+        """From a run's recorded ``DataRecord`` (``record()``: a dict in the task metadata)."""
+        return cls(str(record.get("benchmark") or "?"), str(record.get("kind") or "unrecorded"),
+                   record.get("split"), count, unit, record.get("file"), record.get("hub_id"),
+                   record.get("display") or record.get("name"))
 
-        data = str(data or "hf")
-        if data == "hf":
-            return cls(benchmark, "hf", str(split or DEFAULT_SPLITS.get(benchmark, "test")), count, unit)
-        if data == "demo":
-            return cls(benchmark, "demo", "dev", count, unit)
-        return cls(benchmark, "file", str(split) if split else None, count, unit, file=Path(data).name)
+    @classmethod
+    def of(cls, benchmark: str, data: Any, split: Any, count: int | None, unit: str = "items",
+           data_name: str | None = None) -> DataSource:
+        """From a run's ``data`` / ``split`` / ``data_name`` options where its log has no recorded source: the
+        record its task would have written (``benchmarks.loaders.describe``, the loaders' own reading of them)."""
+        from medfuzz.benchmarks import registry
+        from medfuzz.benchmarks.loaders import describe
+
+        if benchmark not in registry.BENCHMARKS:
+            return cls(benchmark, "unrecorded", str(split) if split else None, count, unit)
+        try:
+            record = describe(benchmark, str(data or "hf"), str(split) if split else None, data_name)
+        except MedfuzzError:  # options the task itself would have refused (mcq without data): say nothing more
+            return cls(benchmark, "unrecorded", str(split) if split else None, count, unit)
+        return cls.from_record(record.record(), count, unit)
 
     @property
-    def hub_id(self) -> str | None:
-        """The Hub dataset id, only when the items were read from that Hub dataset."""
-        return _hub_ids().get(self.benchmark) if self.source == "hf" else None
+    def label(self) -> str:
+        """What the data is called: its recorded title, else the registered benchmark's, else its key."""
+        if self.title:
+            return self.title
+        if self.benchmark == "medguard":
+            return MEDGUARD_TITLE
+        from medfuzz.benchmarks import registry
+
+        known = registry.BENCHMARKS.get(self.benchmark)
+        return known.title if known is not None else self.benchmark
 
     @property
     def name(self) -> str:
-        """Words for the model card and the page: the benchmark, where its items came from, split and size."""
-        where = {"hf": f"Hugging Face {self.hub_id or 'dataset'}", "demo": "medfuzz's bundled demo rows",
-                 "file": f"user file {self.file}"}.get(self.source, "")  # MedGuard's name says it is bundled
+        """Words for the model card and the page: the data, where its items came from, split and size."""
+        where = {"hf": f"Hugging Face {self.hub_id or 'dataset'}", "hub": f"Hugging Face {self.hub_id or 'dataset'}",
+                 "demo": "medfuzz's bundled demo rows", "file": f"user file {self.file}"}.get(self.source, "")
         parts = [where, f"{self.split} split" if self.split else "",
                  "" if self.count is None else f"{self.count} {self.unit}"]
-        return " · ".join([BENCHMARK_NAMES.get(self.benchmark, self.benchmark), ", ".join(p for p in parts if p)]
-                          ).rstrip(" ·")
+        return " · ".join([self.label, ", ".join(p for p in parts if p)]).rstrip(" ·")
 
     @property
     def type(self) -> str:
@@ -145,8 +158,8 @@ class DataSource:
         return f"{NOT_ON_HUB}{self.benchmark}-{self.source}" + (f":{self.file}" if self.file else "")
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"benchmark": self.benchmark, "source": self.source, "hub_id": self.hub_id,
-                               "split": self.split, self.unit: self.count}
+        out: dict[str, Any] = {"benchmark": self.benchmark, "name": self.label, "source": self.source,
+                               "hub_id": self.hub_id, "split": self.split, self.unit: self.count}
         if self.file:
             out["file"] = self.file
         return out
@@ -162,11 +175,18 @@ class DataSource:
 
 
 def inspect_data(log: Any, benchmark: str | None = None) -> DataSource:
-    """The data of an Inspect run from its task metadata (``data``, ``split``) and its samples."""
-    metadata = log.eval.metadata or {}
+    """The data of an Inspect run (``recorded_data``) and its samples."""
     count = len(log.samples) if log.samples else getattr(log.results, "total_samples", None)
+    return recorded_data(log.eval.metadata or {}, count, benchmark)
+
+
+def recorded_data(metadata: Mapping[str, Any], count: int | None, benchmark: str | None = None) -> DataSource:
+    """The data an Inspect task's ``metadata`` says it ran on: the ``data_source`` it recorded
+    (``tasks.inspect.samples``), else its ``data`` / ``split`` / ``data_name`` (logs written before the record)."""
+    if isinstance(metadata.get(DATA_SOURCE), Mapping):
+        return DataSource.from_record(metadata[DATA_SOURCE], count)
     return DataSource.of(str(benchmark or metadata.get("benchmark") or "medqa"), metadata.get("data"),
-                         metadata.get("split"), count)
+                         metadata.get("split"), count, data_name=metadata.get("data_name"))
 
 
 @dataclass
@@ -223,13 +243,16 @@ def baseline_result(log: Any, path: Path) -> MethodResult | None:
         numbers.append(Number("lenient_accuracy", run.lenient, se=run.lenient_stderr, n=run.n))
     if run.lenient_needed is not None:
         numbers.append(count_number("lenient_needed", run.lenient_needed, f"{run.lenient_needed} of {run.n}"))
-    metadata = log.eval.metadata or {}
-    benchmark = str(metadata.get("benchmark") or "medqa")
-    data = f", {metadata['data']} data" if metadata.get("data") else ""
-    return MethodResult("baseline", "Inspect", f"Clean baseline · {benchmark}{data}", log.eval.task, benchmark,
-                        numbers, [str(path)], note="strict: the reply's 'ANSWER: X' line; lenient: any clear "
-                                                   "naming of one option; LLM errors left out",
-                        data=inspect_data(log, benchmark))
+    data = inspect_data(log)
+    return MethodResult("baseline", "Inspect", f"Clean baseline · {data.label}{_where(data)}", log.eval.task,
+                        data.label, numbers, [str(path)], note="strict: the reply's 'ANSWER: X' line; lenient: any "
+                                                                "clear naming of one option; LLM errors left out",
+                        data=data)
+
+
+def _where(data: DataSource) -> str:
+    """The title's note on where a registered benchmark's items came from (a user's data is named by its title)."""
+    return {"demo": ", demo data", "hub": f", {data.hub_id}"}.get(data.source, "")
 
 
 def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
@@ -263,15 +286,14 @@ def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
     unreachable = isinstance(smallest, float) and smallest == smallest and smallest > alpha
     if isinstance(smallest, float) and smallest == smallest:
         numbers.append(Number("medfuzz_smallest_p", smallest))
-    metadata = log.eval.metadata or {}
-    benchmark = str(metadata.get("benchmark") or log.eval.dataset.name or "?")
-    return MethodResult("medfuzz", "Inspect", f"MedFuzz · {metadata.get('benchmark', log.eval.dataset.name)}",
-                        log.eval.task, benchmark, numbers, [str(path)], alpha=alpha,
+    data = inspect_data(log)
+    return MethodResult("medfuzz", "Inspect", f"MedFuzz · {data.label}{_where(data)}",
+                        log.eval.task, data.label, numbers, [str(path)], alpha=alpha,
                         note="post-attack accuracy over usable replicates (several per item are not independent: "
                              "read the interval as a lower bound on the uncertainty)"
                              + ("; the smallest attainable p-value at this run's M is above α: no attack can be "
                                 "significant (the paper's M = 30 reaches 1/31)" if unreachable else ""),
-                        data=inspect_data(log, benchmark))
+                        data=data)
 
 
 def tces_result(path: Path) -> MethodResult | None:
@@ -290,12 +312,13 @@ def tces_result(path: Path) -> MethodResult | None:
         numbers.append(share("tces_asr_at_1", hits[0], attacked))
     numbers.append(Number("tces_gini_simpson", s.gini_simpson, n=s.successes))
     reused = ", ".join(f"{entity} ×{times}" for entity, times in s.top_entities[:3])
-    return MethodResult("tces", "Inspect", f"TCES · {run.entity} · {run.label} · B={run.budget}", run.task,
-                        run.benchmark, numbers, [str(path)],
+    data = recorded_data(run.metadata, run.items)
+    return MethodResult("tces", "Inspect", f"TCES · {run.entity} · {run.label} · B={run.budget}",
+                        run.task, data.label, numbers, [str(path)],
                         note=f"ASR@{run.budget} among the {attacked} items answered correctly clean; Gini-Simpson "
                              f"over the {s.successes} successful replacements"
                              + (f" (most reused: {reused})" if reused else ""),
-                        data=DataSource.of(run.benchmark, run.data, run.split, run.items))
+                        data=data)
 
 
 def medguard_results(paths: list[Path]) -> list[tuple[str, MethodResult]]:
@@ -374,7 +397,11 @@ def lm_eval_data(data: dict[str, Any], task: str, method: Method) -> DataSource:
     samples = data.get("n-samples") or {}
     docs = [((samples.get(t) or {}).get("effective")) for t in members]
     count = sum(docs) if docs and all(isinstance(d, int) for d in docs) else None
-    benchmark = ("medguard" if method.key == "medguard" else "medmcqa" if "medmcqa" in task else "medqa")
+    kwargs = next((k for t in members for k in [((configs.get(t) or {}).get("dataset_kwargs"))]
+                   if isinstance(k, dict) and k.get("task_benchmark")), {})
+    # the benchmark the task file names (``tasks.lm_eval.task_yaml``); files written before it said so: the name
+    benchmark = ("medguard" if method.key == "medguard" else str(kwargs.get("task_benchmark") or
+                                                                 ("medmcqa" if "medmcqa" in task else "medqa")))
 
     def option(name: str) -> Any:
         found = None
@@ -386,7 +413,7 @@ def lm_eval_data(data: dict[str, Any], task: str, method: Method) -> DataSource:
         file = option("benchmark")
         return DataSource("medguard", "file" if file else "bundled", None, count, "docs",
                           file=Path(str(file)).name if file else None)
-    return DataSource.of(benchmark, option("data"), option("split"), count, "docs")
+    return DataSource.of(benchmark, option("data"), option("split"), count, "docs", data_name=option("data_name"))
 
 
 def headline_result(log: Any, path: Path, method: Method) -> MethodResult | None:

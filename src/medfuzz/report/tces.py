@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +44,7 @@ class TCESRun:
     completed: str = ""  # when it finished (ISO time to the second; breaks ties of ``created``)
     written_ns: int = 0  # the log file's modification time (ns; breaks ties of both within one second)
     sweep: str | None = None  # the ``medfuzz sweep`` this run belongs to (``report.sweep``)
-    data: str = "hf"  # the run's data source and split, as its task recorded them (``DataSelection``)
-    split: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)  # the task's metadata (its data: ``overview.recorded_data``)
     items: int = 0  # the run's samples
 
     @property
@@ -81,7 +80,7 @@ def read_tces_log(path: Path) -> TCESRun | None:
                    model=str(log.eval.model), records=records, created=str(log.eval.created or ""),
                    completed=str(getattr(log.stats, "completed_at", "") or ""),
                    written_ns=Path(path).stat().st_mtime_ns, sweep=metadata.get("medfuzz_sweep"),
-                   data=str(metadata.get("data") or "hf"), split=metadata.get("split"), items=len(log.samples))
+                   metadata=dict(metadata), items=len(log.samples))
 
 
 def _slug(*parts: object) -> str:

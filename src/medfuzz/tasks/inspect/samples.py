@@ -9,8 +9,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.selection import DataSelection
-
-DATA_SOURCE = "data_source"  # task metadata: the run's data (``benchmarks.registry.DataRecord.record``)
+from medfuzz.records.keys import DATA_SOURCE
 
 
 def item_to_sample(item: MCQItem) -> Sample:
