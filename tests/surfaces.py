@@ -135,21 +135,29 @@ def assert_surfaces_agree(report: Path, terminal: str | None, models: list[str] 
 
 
 def assert_no_absolute_path(report: Path, roots: list[Path]) -> None:
-    """Neither the page nor ``summary.json`` names an absolute path (users share them): no folder of ``roots``,
-    no string in the JSON that is an absolute path, nothing that looks like one on the page."""
+    """No file of the report names an absolute path (users share the folder): no folder of ``roots`` in any text
+    file (the page, ``summary.json``, the CSV, JSON, Markdown and YAML tables), no string in a JSON file that is an
+    absolute path, nothing that looks like one on the page."""
     page = (report / "index.html").read_text(encoding="utf-8")
     text = (report / "summary.json").read_text(encoding="utf-8")
-    for root in roots:
-        for variant in {str(root), str(root.resolve())}:
-            assert variant not in page and variant not in text, variant
+    files = [p for p in report.rglob("*") if p.suffix in (".html", ".json", ".csv", ".md", ".yaml")]
+    for file in files:
+        content = file.read_text(encoding="utf-8")
+        for root in roots:
+            for variant in {str(root), str(root.resolve())}:
+                assert variant not in content, (file.name, variant)
+    for file in (p for p in files if p.suffix == ".json"):
+        found = [s for s in _strings(json.loads(file.read_text(encoding="utf-8"))) if os.path.isabs(s)]
+        assert not found, (file.name, found)
 
-    def strings(value: Any) -> list[str]:
-        if isinstance(value, dict):
-            return [s for v in value.values() for s in strings(v)]
-        if isinstance(value, list):
-            return [s for v in value for s in strings(v)]
-        return [value] if isinstance(value, str) else []
-
-    absolute = [s for s in strings(json.loads(text)) if os.path.isabs(s) or ABSOLUTE.search(s)]
+    absolute = [s for s in _strings(json.loads(text)) if os.path.isabs(s) or ABSOLUTE.search(s)]
     assert not absolute, absolute
     assert not ABSOLUTE.search(page.replace("http://www.w3.org", "")), ABSOLUTE.search(page)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []

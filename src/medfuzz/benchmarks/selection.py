@@ -6,7 +6,6 @@ meaning) that every Inspect task (``-T data=... -T split=... -T limit=... -T shu
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -14,34 +13,6 @@ from medfuzz.benchmarks.columns import columns_text, parse_columns
 from medfuzz.benchmarks.items import MCQItem, item_seed
 from medfuzz.benchmarks.loaders import LoadedData, load_data
 from medfuzz.options import MethodConfig, check
-
-
-class _RegistryView(Mapping[str, str]):
-    """``{benchmark key: one field of its declaration}``, read from the registry on every access (a view, not a
-    second declaration): for readers written before the registry."""
-
-    def __init__(self, field: str) -> None:
-        self.field = field
-
-    def _values(self) -> dict[str, str]:
-        from medfuzz.benchmarks.registry import BENCHMARKS
-
-        return {key: value for key, b in BENCHMARKS.items() if (value := getattr(b, self.field)) is not None}
-
-    def __getitem__(self, key: str) -> str:
-        return self._values()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values())
-
-    def __len__(self) -> int:
-        return len(self._values())
-
-
-# The splits a benchmark reads by default and draws few-shot examples from are declared once, on the benchmark
-# (``benchmarks.registry``: ``Benchmark.default_split``, ``Benchmark.fewshot_split``); these are views of them.
-DEFAULT_SPLITS: Mapping[str, str] = _RegistryView("default_split")
-FEWSHOT_SPLITS: Mapping[str, str] = _RegistryView("fewshot_split")
 
 
 @dataclass(frozen=True)

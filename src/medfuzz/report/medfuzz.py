@@ -122,11 +122,14 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
             sizes.append(n)
     if not curves:
         return []
+    from medfuzz.report.index import shown_path
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows.sort(key=_rank_key)
     for rank, row in enumerate(rows, start=1):
         row["rank"] = rank
+        row["log"] = shown_path(row["log"], out_dir)  # users share the folder: never their absolute paths
     written = []
     table = out_dir / "medfuzz_attacks.csv"
     with table.open("w", newline="", encoding="utf-8") as handle:
