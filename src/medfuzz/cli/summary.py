@@ -24,11 +24,15 @@ def _lm_eval_file(folder: Path | None) -> tuple[Path | None, dict[str, Any]]:
     return (files[-1], json.loads(files[-1].read_text())) if files else (None, {})
 
 
-def _data_words(plan: Any) -> str:
-    """What the run's questions are, in the words of the page and the card (``report.overview.DataSource``)."""
+def _data(plan: Any) -> Any:
+    """What the run's questions are (``report.overview.DataSource``, the page's and the card's words)."""
     from medfuzz.report.overview import DataSource
 
-    return DataSource.of(plan.benchmark, plan.data, None, None, data_name=plan.data_name).name
+    return DataSource.of(plan.benchmark, plan.data, None, None, data_name=plan.data_name)
+
+
+def _data_words(plan: Any) -> str:
+    return str(_data(plan).name)
 
 
 @dataclass
@@ -118,17 +122,18 @@ def result_lines(result: Any) -> list[str]:
 
 
 def _baseline_title(done: Finished) -> str:
-    return "Clean baseline (MedQA)"
+    return f"Clean baseline ({_data(done.plan).label})"
 
 
 def _baseline_words(done: Finished, harness: str) -> list[str]:
     """After the lm-eval result: on how many items both harnesses had the same strict correctness."""
     from medfuzz.report.runs import read_inspect_log, read_lm_eval_output
 
-    if harness != "lm-eval" or "clean baseline" not in done.paths or "medqa_clean" not in done.lm:
+    task = f"{done.plan.benchmark}_clean"  # the benchmark's lm-eval task (``tasks.lm_eval.task_yaml``)
+    if harness != "lm-eval" or "clean baseline" not in done.paths or task not in done.lm:
         return []
     strict = read_inspect_log(done.paths["clean baseline"])
-    clean_lm = read_lm_eval_output(done.lm_eval_out, "medqa_clean")
+    clean_lm = read_lm_eval_output(done.lm_eval_out, task)
     shared = set(strict.per_item) & set(clean_lm.per_item)
     same = sum(strict.per_item[i] == clean_lm.per_item[i] for i in shared)
     return [f"  same strict correctness in both harnesses on {same}/{len(shared)} items"]
@@ -169,7 +174,8 @@ def _medfuzz_words(done: Finished, harness: str) -> list[str]:
             return ["  no attack succeeded in this run: the target kept its answers on every attacked item"]
         return []
     if done.lm and "medfuzz" in done.logs and not any(r.harness == "lm-eval" for r in done.of("medfuzz")):
-        return ["  lm-eval  medfuzz_medqa skipped: the target got every item wrong, so nothing was attacked"]
+        return [f"  lm-eval  medfuzz_{done.plan.benchmark} skipped: the target got every item wrong, so nothing "
+                "was attacked"]
     return []
 
 

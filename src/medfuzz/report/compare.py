@@ -30,6 +30,7 @@ import itertools
 import json
 import logging
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -375,9 +376,17 @@ def _transfer(runs: list[AttackRun]) -> tuple[list[dict[str, Any]], list[str]]:
     return cells, commands
 
 
+def _benchmark_of(group: str) -> str:
+    """The registered benchmark a run's group names (``benchmarks.registry``; medqa when none does)."""
+    from medfuzz.benchmarks.registry import BENCHMARKS
+
+    words = set(re.split(r"[^A-Za-z0-9]+", group.lower()))
+    return next((key for key in BENCHMARKS if key in words), "medqa")
+
+
 def _command(source: AttackRun) -> str:
     if source.method == "medfuzz" and source.harness == "inspect":
-        task = "medfuzz_medmcqa" if "medmcqa" in source.group else "medfuzz_medqa"
+        task = f"medfuzz_{_benchmark_of(source.group)}"
         return (f"{source.label}: no run of another model on its {len(source.successes)} successful fuzzed items; "
                 f"`medfuzz-lm-eval --model <B's lm-eval model> --model_args <B's args> --tasks {task} "
                 f"--metadata '{json.dumps({'fuzzed': str(source.source), 'outcomes': 'success'})}' --log_samples "
