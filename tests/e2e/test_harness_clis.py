@@ -39,7 +39,7 @@ def test_the_main_command_runs_every_method_through_both_harnesses(tmp_path):
                      r"budget \(ASR@B\) +", output), output
     assert re.search(r"  lm-eval  TCES · tces_medqa_drugs .*\n(    .*\n)*    flip rate: ", output), output
     assert re.search(r"    overall safety index \(mean of the aspects\) +\d\.\d{3}", output), output
-    assert re.search(r"  Inspect  MedFuzz · medqa .*\n    clean accuracy +\d\.\d{3} \[", output), output
+    assert re.search(r"  Inspect  MedFuzz · medfuzz_medqa .*\n    clean accuracy +\d\.\d{3} \[", output), output
     # the last line the demo prints (stderr, e.g. a progress bar, may interleave after it)
     printed = [line for line in output.splitlines() if line.startswith(("report: ", "["))]
     assert printed[-1].startswith("report: ") and printed[-1].endswith("index.html"), printed[-3:]

@@ -158,7 +158,7 @@ def test_a_failed_lm_eval_half_keeps_the_inspect_summary_and_report(planted, tmp
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "lm-eval half failed (exit 1): ValueError: Attempted to load model 'no-such-lm'" in done.stderr
     # the Inspect summary: the first screen's strict accuracy, its Wilson interval and k/n (cli/summary.py)
-    assert "Clean baseline (MedQA)" in done.stdout
+    assert "Clean baseline (MedQA-USMLE (4 options))" in done.stdout
     assert re.search(r"strict accuracy \(Inspect choice, answered samples\)\s+1\.000 \[0\.\d+, 1\.000\] \((\d+)/\1\)",
                      done.stdout), done.stdout[-3000:]
     assert (out / "report" / "index.html").is_file() and (out / "report" / "summary.json").is_file()
