@@ -244,13 +244,13 @@ def baseline_result(log: Any, path: Path) -> MethodResult | None:
     if run.lenient_needed is not None:
         numbers.append(count_number("lenient_needed", run.lenient_needed, f"{run.lenient_needed} of {run.n}"))
     data = inspect_data(log)
-    return MethodResult("baseline", "Inspect", f"Clean baseline · {_task_name(log)}", log.eval.task,
+    return MethodResult("baseline", "Inspect", f"Clean baseline · {_run_task(log)}", log.eval.task,
                         data.label, numbers, [str(path)], note="strict: the reply's 'ANSWER: X' line; lenient: any "
                                                                 "clear naming of one option; LLM errors left out",
                         data=data)
 
 
-def _task_name(log: Any) -> str:
+def _run_task(log: Any) -> str:
     """A run's task as its title names it (the data is named beside it: ``DataSource.name``), as lm-eval's are."""
     return str(log.eval.task).split("/")[-1]
 
@@ -287,7 +287,7 @@ def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
     if isinstance(smallest, float) and smallest == smallest:
         numbers.append(Number("medfuzz_smallest_p", smallest))
     data = inspect_data(log)
-    return MethodResult("medfuzz", "Inspect", f"MedFuzz · {_task_name(log)}",
+    return MethodResult("medfuzz", "Inspect", f"MedFuzz · {_run_task(log)}",
                         log.eval.task, data.label, numbers, [str(path)], alpha=alpha,
                         note="post-attack accuracy over usable replicates (several per item are not independent: "
                              "read the interval as a lower bound on the uncertainty)"
