@@ -163,6 +163,15 @@ MUTATIONS: tuple[Mutation, ...] = (
              "return sum(shares) / len(shares) if shares else None",
              "return len(shares) / sum(1 / s for s in shares) if shares else None",
              "chance level with mixed option counts (mean of 1/k)"),
+    # the layer users read (validate's surface section: the real harness tasks and the real report)
+    Mutation("report_share_interval_over_n_plus_1", "report/overview.py",
+             "    found = stats.proportion(k, n)", "    found = stats.proportion(k, n + 1)",
+             "the page's, summary.json's and the card's Wilson interval over one more item than k/n says "
+             "(surfaces: summary.json Wilson ends against statsmodels)"),
+    Mutation("report_lm_eval_n_counts_one_more_doc", "report/runs.py",
+             "    counts = dict.fromkeys(aggregation, 0)", "    counts = dict.fromkeys(aggregation, 1)",
+             "an lm-eval rate's n over the wrong docs on the page, summary.json and the terminal (surfaces: "
+             "summary.json n = docs)"),
 )
 
 

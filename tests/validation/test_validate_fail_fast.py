@@ -14,13 +14,13 @@ import pytest
 
 from medfuzz import stats
 from medfuzz.cli import main as cli_main
-from medfuzz.validation import exact, medguard, phat, tces
+from medfuzz.validation import exact, medguard, phat, surfaces, tces
 from medfuzz.validation import run as validation_run
 from medfuzz.validation.checks import Check, exact_check
 from medfuzz.validation.run import Outcome, StopValidation, validate
 
-SECTIONS = ("MedFuzz δ run", "MedFuzz null runs", "p-hat", "TCES", "MedGuard", "exact")
-CHEAPEST_FIRST = ["exact", "p-hat", "MedGuard", "MedFuzz δ run", "TCES", "MedFuzz null runs"]
+SECTIONS = ("MedFuzz δ run", "MedFuzz null runs", "p-hat", "TCES", "MedGuard", "exact", "surfaces")
+CHEAPEST_FIRST = ["exact", "p-hat", "MedGuard", "MedFuzz δ run", "TCES", "MedFuzz null runs", "surfaces"]
 
 
 def _check(section: str, measured: float) -> Check:
@@ -49,6 +49,7 @@ def sections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(phat, "phat_checks", stand_in("p-hat"))
     monkeypatch.setattr(tces, "validate_tces", stand_in("TCES"))
     monkeypatch.setattr(medguard, "validate_medguard", stand_in("MedGuard"))
+    monkeypatch.setattr(surfaces, "validate_surfaces", stand_in("surfaces"))
     real_exact = exact.exact_checks
 
     def exact_section(alpha: float) -> list[Check]:
@@ -94,7 +95,7 @@ def test_a_later_section_failing_stops_after_it(sections, monkeypatch):
     monkeypatch.setattr(tces, "validate_tces", lambda *a, **k: sections.append("TCES") or [_check("TCES", 0.5)])
     outcome = validate("ci", fail_fast=True)
     assert sections == CHEAPEST_FIRST[:5]
-    assert outcome.stopped_in == "TCES" and outcome.skipped == ["MedFuzz null runs"]
+    assert outcome.stopped_in == "TCES" and outcome.skipped == ["MedFuzz null runs", "surfaces"]
     assert [c.method for c in outcome.failed] == ["TCES"]
 
 
@@ -115,7 +116,7 @@ def test_the_cli_option_exits_1_and_says_where_it_stopped(sections, monkeypatch,
     assert cli_main(["validate", "--size", "ci", "--fail-fast", "--out", str(tmp_path)]) == 1
     printed = capsys.readouterr().out
     assert "stopped at the first failing check (--fail-fast), in the exact checks; not run: p-hat, MedGuard, " \
-           "MedFuzz δ run, TCES, MedFuzz null runs" in printed
+           "MedFuzz δ run, TCES, MedFuzz null runs, surfaces" in printed
     assert "FAIL" in printed
     written = json.loads((tmp_path / "validation.json").read_text())
     assert written["fail_fast"] == {"stopped_in": "exact", "not_run": CHEAPEST_FIRST[1:]}

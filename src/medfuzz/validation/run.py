@@ -279,6 +279,7 @@ def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None,
     from medfuzz.validation.exact import exact_checks
     from medfuzz.validation.medguard import validate_medguard
     from medfuzz.validation.phat import phat_checks
+    from medfuzz.validation.surfaces import validate_surfaces
     from medfuzz.validation.tces import validate_tces
 
     config = medfuzz_config(PLANS[size], seed)
@@ -290,10 +291,11 @@ def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None,
         "TCES": lambda: outcome.add(validate_tces(size, seed, spec)),
         "MedGuard": lambda: outcome.add(validate_medguard(n=100, seed=seed)),
         "exact": lambda: outcome.add(exact_checks(outcome.alpha)),
+        "surfaces": lambda: outcome.add(validate_surfaces(size, seed, spec)),
     }
     order = list(sections)
     if fail_fast:  # cheapest first (seconds of CPU at ci, measured: docs/performance.md)
-        order = ["exact", "p-hat", "MedGuard", "MedFuzz δ run", "TCES", "MedFuzz null runs"]
+        order = ["exact", "p-hat", "MedGuard", "MedFuzz δ run", "TCES", "MedFuzz null runs", "surfaces"]
     for i, name in enumerate(order):
         try:
             sections[name]()
