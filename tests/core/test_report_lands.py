@@ -284,7 +284,8 @@ def test_a_new_render_removes_what_the_last_one_wrote_and_nothing_else(
 
 def test_the_page_shows_no_absolute_path_and_no_python_repr(tmp_path: Path, logs: dict[str, Path],
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from medfuzz.report.index import model_args_text, shown_path
+    from medfuzz.report.format import shown_path
+    from medfuzz.report.index import model_args_text
 
     out = tmp_path / "deep" / "report"
     assert _report(capsys, str(logs["baseline"]), str(logs["seed0"]), "--out", str(out))[0] == 0

@@ -33,6 +33,7 @@ KEY = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 # words a benchmark key must not be: the lm-eval option prefixes of the method families, and lm-eval's own keys
 RESERVED = frozenset({"clean", "tces", "medfuzz", "medguard", "ignore", "version", "config"})
 OWN = "mcq"  # the user's own data
+DEFAULT_BENCHMARK = "medqa"  # what a task, ``medfuzz run`` and ``medfuzz sweep`` run when none is named
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,13 @@ def get(key: str) -> Benchmark:
 def by_hub_id(hub_id: str) -> Benchmark | None:
     """The registered benchmark whose Hugging Face copy is ``hub_id`` (its Hub layout is then known)."""
     return next((b for b in BENCHMARKS.values() if b.hub_id and b.hub_id.lower() == hub_id.lower()), None)
+
+
+def named_in(name: str) -> str | None:
+    """The registered benchmark a task or group name names as one of its words (``medfuzz_mcq``,
+    ``tces · medmcqa · drugs``), for records written before they said so; ``None`` when none does."""
+    words = set(re.split(r"[^a-z0-9]+", name.lower()))
+    return next((key for key in BENCHMARKS if key in words), None)
 
 
 def table() -> str:

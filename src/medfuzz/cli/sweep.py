@@ -80,9 +80,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="an Inspect model role (TCES itself uses only the target)")
     tces.add_argument("--log-dir", required=True, help="the eval set's folder (one sweep per folder)")
     tces.add_argument("--name", default="tces", help="the sweep's name, recorded in each log's metadata")
-    from medfuzz.benchmarks.registry import BENCHMARKS
+    from medfuzz.benchmarks.registry import BENCHMARKS, DEFAULT_BENCHMARK
 
-    tces.add_argument("--benchmark", default="medqa", choices=tuple(BENCHMARKS),
+    tces.add_argument("--benchmark", default=DEFAULT_BENCHMARK, choices=tuple(BENCHMARKS),
                       help="a benchmark of benchmarks.registry (mcq: your own data, given with --data)")
     tces.add_argument("--entity", default="drugs,diseases", help="entity types, comma-separated")
     tces.add_argument("--n-grid", default="-50,-20,-5,0,5,20,50", help="PDWS exponents n (paper: -50..50); "

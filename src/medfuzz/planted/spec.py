@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 import yaml
 
+from medfuzz.benchmarks.registry import DEFAULT_BENCHMARK
 from medfuzz.options import ConfigError, check, options_from
 
 DEFAULT_SPEC = "default"
@@ -37,7 +38,7 @@ class TargetSpec:
     LABEL: ClassVar[str] = "planted target"
 
     data: str = "demo"
-    benchmark: str = "medqa"  # a benchmarks.registry key (a file in another layout is read too: its layout is found)
+    benchmark: str = DEFAULT_BENCHMARK  # a benchmarks.registry key (a file in another layout is read too)
     columns: str | None = None  # a column mapping for a file medfuzz cannot read without one (benchmarks.columns)
     accuracy: str = "beta"  # beta | constant | a .jsonl/.csv file with id and p
     beta_a: float = 6.0

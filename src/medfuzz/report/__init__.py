@@ -132,7 +132,7 @@ def usable_logs(logs: list[Path], out_dir: Path, problems: Problems) -> list[Pat
     """``logs`` without the files that cannot be read as what their names say (an ``.eval`` that is not an
     Inspect log, a ``results_*.json`` that is not lm-eval's results), each named in ``problems``. Other JSON
     files (``eval-set.json``, ...) pass: a renderer that knows them reads them."""
-    from medfuzz.report.index import shown_path
+    from medfuzz.report.format import shown_path
     from medfuzz.report.log_reader import read_log
 
     usable = []

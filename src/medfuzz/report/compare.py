@@ -30,7 +30,6 @@ import itertools
 import json
 import logging
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -376,17 +375,11 @@ def _transfer(runs: list[AttackRun]) -> tuple[list[dict[str, Any]], list[str]]:
     return cells, commands
 
 
-def _benchmark_of(group: str) -> str:
-    """The registered benchmark a run's group names (``benchmarks.registry``; medqa when none does)."""
-    from medfuzz.benchmarks.registry import BENCHMARKS
-
-    words = set(re.split(r"[^A-Za-z0-9]+", group.lower()))
-    return next((key for key in BENCHMARKS if key in words), "medqa")
-
-
 def _command(source: AttackRun) -> str:
     if source.method == "medfuzz" and source.harness == "inspect":
-        task = f"medfuzz_{_benchmark_of(source.group)}"
+        from medfuzz.benchmarks.registry import DEFAULT_BENCHMARK, named_in
+
+        task = f"medfuzz_{named_in(source.group) or DEFAULT_BENCHMARK}"
         return (f"{source.label}: no run of another model on its {len(source.successes)} successful fuzzed items; "
                 f"`medfuzz-lm-eval --model <B's lm-eval model> --model_args <B's args> --tasks {task} "
                 f"--metadata '{json.dumps({'fuzzed': str(source.source), 'outcomes': 'success'})}' --log_samples "
@@ -436,7 +429,7 @@ def _relative(result: Comparison, out_dir: Path) -> Comparison:
     the report page embeds these tables, and users share the folder, never their absolute paths."""
     from dataclasses import replace
 
-    from medfuzz.report.index import shown_path
+    from medfuzz.report.format import shown_path
 
     named = {str(v) for g in result.groups for m in g["models"] for v in [m.get("source")] if v}
     named |= {str(t[k]) for t in result.transfer for k in ("source_log", "evaluator_source") if t.get(k)}

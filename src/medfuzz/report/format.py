@@ -228,3 +228,16 @@ def highlight(original: str, fuzzed: str) -> str:
             continue
         parts.append(f"<mark>{text}</mark>" if tag in ("insert", "replace") else text)
     return " ".join(parts)
+
+
+def shown_path(path: str | Path, out_dir: Path) -> str:
+    """A file as the page and the console name it: relative to the report folder when it is at most two folders
+    up from it (``merged-shards/x.eval``, ``../inspect/x.eval``), else its name alone; never an absolute path,
+    which would publish the user's folders with the page."""
+    import os
+
+    try:
+        relative = Path(os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
+    except ValueError:  # another drive (Windows)
+        return Path(path).name
+    return str(relative) if relative.parts[:3].count("..") < 3 else Path(path).name

@@ -31,7 +31,7 @@ from typing import Any
 
 from medfuzz.records.keys import METHOD_KEY, method_of
 from medfuzz.records.methods import METHODS
-from medfuzz.report.format import Shown, display, html_page, markdown_tables, path_like, table
+from medfuzz.report.format import Shown, display, html_page, markdown_tables, path_like, shown_path, table
 from medfuzz.report.outputs import write_text_atomically
 from medfuzz.report.problems import Problems
 
@@ -353,19 +353,6 @@ def _card_html(card: RunCard, out_dir: Path, glance: Mapping[str, Any]) -> str:
             f"<h4>Cost</h4>{_usage_table(card)}"
             + (f"<details><summary>Parameters ({len(rows)})</summary>{params}</details>" if params else "")
             + f"<p class=note>log: <code>{html.escape(str(source))}</code></p></div>")
-
-
-def shown_path(path: str | Path, out_dir: Path) -> str:
-    """A file as the page and the console name it: relative to the report folder when it is at most two folders
-    up from it (``merged-shards/x.eval``, ``../inspect/x.eval``), else its name alone; never an absolute path,
-    which would publish the user's folders with the page."""
-    import os
-
-    try:
-        relative = Path(os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
-    except ValueError:  # another drive (Windows)
-        return Path(path).name
-    return str(relative) if relative.parts[:3].count("..") < 3 else Path(path).name
 
 
 def _file_html(path: Path, out_dir: Path) -> str:

@@ -122,7 +122,7 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
             sizes.append(n)
     if not curves:
         return []
-    from medfuzz.report.index import shown_path
+    from medfuzz.report.format import shown_path
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

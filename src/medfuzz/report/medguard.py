@@ -409,7 +409,7 @@ def render(log_paths: list[Path], out_dir: Path) -> list[Path]:
                         f"{result.position_table()}\n\n## Pairwise McNemar (two-sided): raw and Holm-adjusted p\n\n"
                         f"{result.mcnemar_table()}\n\n## Rankings\n\n{result.ranking_text()}\n", encoding="utf-8")
     data = out_dir / "medguard_comparison.json"
-    from medfuzz.report.index import shown_path
+    from medfuzz.report.format import shown_path
 
     found = result.to_dict()
     for model in found.get("models", {}).values():  # users share the folder: never their absolute paths

@@ -185,7 +185,9 @@ def recorded_data(metadata: Mapping[str, Any], count: int | None, benchmark: str
     (``tasks.inspect.samples``), else its ``data`` / ``split`` / ``data_name`` (logs written before the record)."""
     if isinstance(metadata.get(DATA_SOURCE), Mapping):
         return DataSource.from_record(metadata[DATA_SOURCE], count)
-    return DataSource.of(str(benchmark or metadata.get("benchmark") or "medqa"), metadata.get("data"),
+    from medfuzz.benchmarks.registry import DEFAULT_BENCHMARK
+
+    return DataSource.of(str(benchmark or metadata.get("benchmark") or DEFAULT_BENCHMARK), metadata.get("data"),
                          metadata.get("split"), count, data_name=metadata.get("data_name"))
 
 
@@ -400,8 +402,10 @@ def lm_eval_data(data: dict[str, Any], task: str, method: Method) -> DataSource:
     kwargs = next((k for t in members for k in [((configs.get(t) or {}).get("dataset_kwargs"))]
                    if isinstance(k, dict) and k.get("task_benchmark")), {})
     # the benchmark the task file names (``tasks.lm_eval.task_yaml``); files written before it said so: the name
-    benchmark = ("medguard" if method.key == "medguard" else str(kwargs.get("task_benchmark") or
-                                                                 ("medmcqa" if "medmcqa" in task else "medqa")))
+    from medfuzz.benchmarks.registry import DEFAULT_BENCHMARK, named_in
+
+    benchmark = ("medguard" if method.key == "medguard" else
+                 str(kwargs.get("task_benchmark") or named_in(task) or DEFAULT_BENCHMARK))
 
     def option(name: str) -> Any:
         found = None

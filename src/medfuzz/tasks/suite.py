@@ -312,7 +312,7 @@ class SuitePlan:
 
         if self.benchmark is not None:
             return registry.get(self.benchmark).key
-        return "medqa" if str(self.data).strip() in ("hf", "demo") else registry.OWN
+        return registry.DEFAULT_BENCHMARK if str(self.data).strip() in ("hf", "demo") else registry.OWN
 
     def data_args(self) -> dict[str, Any]:
         """The data-selection task options the plan gives every question-based run (and lm-eval's metadata)."""

@@ -38,7 +38,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
-from medfuzz.benchmarks.registry import Benchmark
+from medfuzz.benchmarks.registry import DEFAULT_BENCHMARK, Benchmark
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
 from medfuzz.records.keys import TRANSCRIPT_FIELDS
 from medfuzz.records.run_start import attainability_record
@@ -439,7 +439,7 @@ def _configs(task: str, raw: dict[str, Any]) -> tuple[DataSelection, MedFuzzConf
 # defaults of their one owner, ``DataSelection``
 @task
 @one_line_user_errors
-def medfuzz(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | None = DEFAULT.split,
+def medfuzz(benchmark: str = DEFAULT_BENCHMARK, data: str = DEFAULT.data, split: str | None = DEFAULT.split,
             limit: int | None = DEFAULT.limit, shuffle_choices: bool = DEFAULT.shuffle_choices,
             columns: str | None = DEFAULT.columns, data_name: str | None = DEFAULT.data_name, **options: Any) -> Task:
     """MedFuzz (paper Algorithms 1 and 2) on ``benchmark`` (a ``benchmarks.registry`` key: medqa, medmcqa, mcq for

@@ -24,7 +24,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_config
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.benchmarks.registry import Benchmark
+from medfuzz.benchmarks.registry import DEFAULT_BENCHMARK, Benchmark
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
 from medfuzz.scorers.tces import TCESSummary, summarise
 from medfuzz.solvers.tces.attack import TCESResources, attack_item, count_attackable
@@ -202,7 +202,7 @@ def _configs(task: str, raw: dict[str, Any]) -> tuple[DataSelection, TCESConfig]
 # data-selection parameters: in the signatures (Inspect lists them), defaults from their owner ``DataSelection``
 @task
 @one_line_user_errors
-def tces(benchmark: str = "medqa", data: str = DEFAULT.data, split: str | None = DEFAULT.split,
+def tces(benchmark: str = DEFAULT_BENCHMARK, data: str = DEFAULT.data, split: str | None = DEFAULT.split,
          limit: int | None = DEFAULT.limit, shuffle_choices: bool = DEFAULT.shuffle_choices,
          columns: str | None = DEFAULT.columns, data_name: str | None = DEFAULT.data_name, **options: Any) -> Task:
     """TCES (type-consistent entity substitution) on ``benchmark`` (a ``benchmarks.registry`` key: medqa, medmcqa,

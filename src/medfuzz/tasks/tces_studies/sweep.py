@@ -70,7 +70,7 @@ class TCESSweep:
     """The grid of a TCES sweep; ``runs()`` lists the task args of every run (every one a ``-T`` set)."""
 
     name: str = "tces"
-    benchmark: str = "medqa"
+    benchmark: str = registry.DEFAULT_BENCHMARK
     entities: tuple[str, ...] = ("drugs", "diseases")
     n_grid: tuple[int | float, ...] = (-50, -20, -5, 0, 5, 20, 50)
     zoo_m: tuple[int, ...] = (2, 5, 10)
