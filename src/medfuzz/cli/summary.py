@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medfuzz.report.terminal import first_screen_results, result_lines
+
 
 def _lm_eval_file(folder: Path | None) -> tuple[Path | None, dict[str, Any]]:
     """The newest lm-eval results file under ``folder`` and its contents."""
@@ -57,13 +59,6 @@ class Finished:
         return [r for r in self.results if r.method == method]
 
 
-def first_screen_results(paths: list[Path]) -> list[Any]:
-    """The first screen's results over ``paths`` (``report.overview.build``), every card's, in its order."""
-    from medfuzz.report.overview import build
-
-    return [result for card in build(paths) for result in card.results]
-
-
 def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, model: str) -> list[str]:
     """The summary of one target model's runs (``logs``: the suite label -> its EvalLog header, finished runs
     only): one block per registered method with results, in the suite's order (``records.methods``): a title
@@ -94,27 +89,6 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
     if embedded:
         lines += ["", "A 135M model answers near chance and the attacker is a template: these numbers show that every",
                   "method runs end to end and what it reports, not medical skill or attack strength."]
-    return lines
-
-
-LABEL_WIDTH = 56
-
-
-def result_lines(result: Any) -> list[str]:
-    """One first-screen result: its harness, title and data, then one line per number (its label, then
-    ``Number.shown``: the text the page's cell holds), then its note and the run's α where it has one."""
-    from medfuzz.report.labels import label
-
-    data = f"  ({result.data.name})" if result.data is not None else ""
-    lines = [f"  {result.harness:7s}  {result.title}{data}"]
-    labels = [label(n.metric) for n in result.numbers]
-    width = min(LABEL_WIDTH, max(map(len, labels), default=0))  # a longer label pushes its own number right
-    lines += [f"    {words:<{width}}  {n.shown()}" for words, n in zip(labels, result.numbers, strict=True)]
-    notes = [result.note] if result.note else []
-    if result.alpha is not None:
-        notes.append(f"α = {result.alpha:g} (the run's own)")
-    if notes:
-        lines.append(f"    ({'; '.join(notes)})")
     return lines
 
 

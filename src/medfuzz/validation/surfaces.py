@@ -216,9 +216,10 @@ def _card_metric(report: Path, harness: str, metric: str) -> dict[str, Any]:
 
 
 def _terminal(paths: list[Path], harness: str, title: str) -> dict[str, str]:
-    """The terminal summary's lines of one result (``cli.summary.result_lines``): label -> shown text."""
-    from medfuzz.cli.summary import first_screen_results, result_lines
+    """The terminal summary's lines of one result (``report.terminal.result_lines``, as ``medfuzz run`` prints
+    them): label -> shown text."""
     from medfuzz.report.labels import label
+    from medfuzz.report.terminal import first_screen_results, result_lines
 
     [result] = [r for r in first_screen_results(paths) if r.harness == harness and r.title.startswith(title)]
     lines = result_lines(result)
