@@ -25,7 +25,8 @@ def test_every_surface_check_passes_and_each_surface_is_read(checks) -> None:
     for where in ("Inspect's baseline_acc metric", "Inspect's baseline_stderr metric", "summary.json k",
                   "summary.json Wilson low", "summary.json Wilson high", "model card value", "model card Wilson low",
                   "terminal line", "lm-eval's acc =", "lm-eval's acc_stderr", "summary.json se", "model card stderr",
-                  "Inspect clean baseline accuracy vs planted", "lm-eval clean baseline accuracy vs planted"):
+                  "Inspect clean baseline accuracy vs planted", "lm-eval clean baseline accuracy vs planted",
+                  "3 shards merged = the whole run"):
         assert where in names, where
     # rates strictly inside (0, 1): every standard error and interval end is a real check, not 0 against 0
     measured = {c.statistic: c.measured for c in checks}

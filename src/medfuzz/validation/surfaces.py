@@ -16,8 +16,9 @@ compared with
   ``noise``), so the expected accuracy of a sampled answer is the mean of E[clip(b + σU, 0, 1)], U ~ U(-1, 1);
   the measured accuracy must fall in the exact binomial interval around it (power against a uniform guess).
 
-The baseline is the one method here (issue 34 names the rest, the next step): MedGuard, TCES and MedFuzz go
-through the same report functions, so the layer this reads is the one they share."""
+The same run as ``SHARDS`` shards (``medfuzz run --shard K/N``'s slices), merged by the report, must print the whole
+run's ``summary.json`` result field for field. The baseline is the one method here (issue 34 names the rest, the
+next step): MedGuard, TCES and MedFuzz go through the same report functions, so the layer this reads is theirs."""
 
 from __future__ import annotations
 
@@ -73,23 +74,34 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _inspect_run(spec: PlantedSpec, limit: int, folder: Path) -> Path:
-    """The real ``medfuzz/medqa_clean`` task on the planted server, in-process; the log's path."""
+SHARDS = 3  # the shard set the whole run is compared with (``medfuzz run --shard K/3``'s slices)
+
+
+def _inspect_runs(spec: PlantedSpec, limit: int, folder: Path) -> tuple[Path, list[Path]]:
+    """The real ``medfuzz/medqa_clean`` task on the planted server, in-process: the whole run's log, and the
+    logs of the same run as ``SHARDS`` shards (``tasks.suite.shard_task``, what ``--shard K/N`` runs)."""
     from inspect_ai import eval as inspect_eval
 
     from medfuzz.planted.server import launch
+    from medfuzz.tasks.inspect.baselines import medqa_clean  # type: ignore[attr-defined]  (made per benchmark)
+    from medfuzz.tasks.suite import shard_task
 
     server = launch(spec)
+    logs = []
     try:
         with _environment({**server.inspect_env(), "MEDFUZZ_CALL_CACHE": "0"}):
-            [log] = inspect_eval("medfuzz/medqa_clean", model=server.inspect_model(), task_args={"data": "demo"},
-                                 limit=limit, log_dir=str(folder / "inspect"), display="none", log_level="error",
-                                 seed=spec.seed)
+            tasks = [("inspect", medqa_clean(data="demo", limit=limit))]
+            tasks += [(f"shards/{k}", shard_task(medqa_clean(data="demo", limit=limit), k, SHARDS))
+                      for k in range(1, SHARDS + 1)]
+            for where, task in tasks:
+                [log] = inspect_eval(task, model=server.inspect_model(), log_dir=str(folder / where),
+                                     display="none", log_level="error", seed=spec.seed)
+                if log.status != "success":
+                    raise RuntimeError(f"validate surfaces: the Inspect run did not finish: {log.error}")
+                logs.append(Path(log.location.removeprefix("file://")))
     finally:
         server.stop()
-    if log.status != "success":
-        raise RuntimeError(f"validate surfaces: the Inspect run did not finish: {log.error}")
-    return Path(log.location.removeprefix("file://"))
+    return logs[0], logs[1:]
 
 
 def _lm_eval_run(spec: PlantedSpec, limit: int, folder: Path, model_label: str) -> Path:
@@ -291,6 +303,17 @@ def lm_eval_checks(recount: Recount, results_file: Path, summary: dict[str, Any]
     ]
 
 
+def shard_check(whole: dict[str, Any], merged: dict[str, Any], n: int) -> Check:
+    """The shards merged by the report (``report.shards``) print what the whole run prints: every number of the
+    Inspect baseline's ``summary.json`` result (value, interval, k, n) and its data, field for field."""
+    a, b = _result(whole, "Inspect"), _result(merged, "Inspect")
+    fields = [("numbers", name) for name in sorted(set(a["numbers"]) | set(b["numbers"]))] + [("data", "")]
+    differ = [f"{part}.{name}" for part, name in fields
+              if (a[part].get(name) if name else a[part]) != (b[part].get(name) if name else b[part])]
+    return exact_check(METHOD, f"Inspect clean baseline: {SHARDS} shards merged = the whole run (summary.json fields "
+                               "differing)", 0.0, float(len(differ)), n, note=", ".join(differ), tolerance=0.0)
+
+
 def truth_checks(spec: PlantedSpec, inspect: Recount, lm_eval: Recount) -> list[Check]:
     """Each harness's measured accuracy against the planted one (exact binomial interval), with its power
     against a defect that scores the answers against another letter than the key (a distractor's share:
@@ -321,7 +344,7 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
     limit = SIZES[size]
     with tempfile.TemporaryDirectory(prefix="medfuzz-validate-surfaces-") as tmp:
         folder = Path(tmp)
-        log_path = _inspect_run(spec, limit, folder)
+        log_path, shard_paths = _inspect_runs(spec, limit, folder)
         from inspect_ai.log import read_eval_log
 
         model = str(read_eval_log(str(log_path), header_only=True).eval.model)
@@ -330,9 +353,12 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
         render_all([log_path, results_file], report, echo=False)
         summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
         terminal = _terminal([log_path, results_file], "Inspect", "Clean baseline")
+        render_all(shard_paths, folder / "report-shards", echo=False)
+        merged = json.loads((folder / "report-shards" / "summary.json").read_text(encoding="utf-8"))
         inspect_recount, lm_recount = recount_inspect(log_path), recount_lm_eval(results_file)
         return [*inspect_checks(inspect_recount, log_path, summary, report, terminal),
                 *lm_eval_checks(lm_recount, results_file, summary, report),
+                shard_check(summary, merged, inspect_recount.n),
                 *truth_checks(spec, inspect_recount, lm_recount)]
 
 
