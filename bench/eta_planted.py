@@ -37,6 +37,10 @@ time counted that pause. The anchors are now embedded while the tasks are built 
 cached on disk), the same bench:
 
     after, anchors embedded before the first call   0.81 | 2.00 | 1.37
+
+The paper level (``--level paper --data demo --limit 10 --latency-ms 100``, 14,104 calls, 338 s): 0.09 | 0.19 |
+1.06, the line saying "not yet known, at least ..." at all three points (a MedFuzz sample running longer than every
+finished one); each cell now says when the line called the estimate a floor (docs/performance.md, P9).
 """
 
 from __future__ import annotations
@@ -74,19 +78,20 @@ def before_total(progress: Any) -> float:
     return total
 
 
-def one_run(argv: list[str]) -> tuple[list[tuple[float, int, float, float]], float]:
-    """(time, calls, ETA now, ETA before) at every event, and when the command started."""
+def one_run(argv: list[str]) -> tuple[list[tuple[float, int, float, float, bool]], float]:
+    """(time, calls, ETA now, ETA before, whether the line called the ETA known) at every event, and when the
+    command started."""
     from medfuzz.cli import run as run_cli
     from medfuzz.tasks import suite_progress
 
-    records: list[tuple[float, int, float, float]] = []
+    records: list[tuple[float, int, float, float, bool]] = []
     refresh = suite_progress.SuiteProgress._refresh
 
     def recording(progress: Any) -> None:
         now = time.monotonic()
         elapsed = now - progress.started
         old = elapsed * (before_total(progress) - progress.calls) / progress.calls if progress.calls else math.nan
-        records.append((now, progress.calls, progress.eta_seconds(), old))
+        records.append((now, progress.calls, progress.eta_seconds(), old, progress.eta_known()))
         refresh(progress)
 
     suite_progress.SuiteProgress._refresh = recording  # type: ignore[method-assign]
@@ -123,6 +128,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--level", default="quick")
+    parser.add_argument("--data", default=None, help="the run's --data (paper: demo, offline)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--max-tasks", default=None, help="runs at a time (1: one after another, as embedded)")
     parser.add_argument("--as-embedded", action="store_true",
@@ -138,10 +144,12 @@ def main() -> None:
     try:  # each repetition in its own process: a process keeps model calls in memory and would not pay them again
         for _ in range(args.repeat):
             done = subprocess.run([sys.executable, __file__, "--limit", str(args.limit), "--level", args.level,
-                                   "--base-url", base_url,
+                                   "--base-url", base_url, *(["--data", args.data] if args.data else []),
                                    *(["--max-tasks", args.max_tasks] if args.max_tasks else []),
                                    *(["--as-embedded"] if args.as_embedded else [])],
-                                  capture_output=True, text=True, check=True)
+                                  capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"a repetition failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
             rows += [line[4:] for line in done.stdout.splitlines() if line.startswith("ROW ")]
     finally:
         process.terminate()
@@ -156,6 +164,7 @@ def repetition(args: argparse.Namespace) -> str:
     os.environ.update({"PLANTED_BASE_URL": args.base_url, "PLANTED_API_KEY": "planted"})
     argv = ["run", "--model", "openai-api/planted/planted", "--attacker", "openai-api/planted/planted-attacker",
             "--level", args.level, "--limit", str(args.limit), "--no-report",
+            *(["--data", args.data] if args.data else []),
             *(["--max-tasks", args.max_tasks] if args.max_tasks else []),
             *(["--max-tasks", "1", "--max-samples", "1", "--max-connections", "1"] if args.as_embedded else [])]
     records, started = one_run(argv)
@@ -163,8 +172,9 @@ def repetition(args: argparse.Namespace) -> str:
     total = max(c for _, c, *_ in records)
     cells = []
     for share in (0.25, 0.5, 0.75):
-        t, _, now, old = next(r for r in records if r[1] >= share * total)
-        cells.append(f"{now / (end - t):5.2f} (before {old / (end - t):5.2f}, real left {end - t:3.0f} s)")
+        t, _, now, old, known = next(r for r in records if r[1] >= share * total)
+        said = "" if known else ", said: not yet known, at least this"  # the line's own words (eta_known)
+        cells.append(f"{now / (end - t):5.2f} (before {old / (end - t):5.2f}, real left {end - t:3.0f} s{said})")
     return f"{total:5d} calls in {end - started:4.0f} s | " + " | ".join(cells)
 
 
