@@ -328,19 +328,20 @@ def truth_checks(spec: PlantedSpec, inspect: Recount, lm_eval: Recount) -> list[
             for c in (sampled, argmax)]
 
 
-def surface_spec() -> PlantedSpec:
+def surface_spec(seed: int = 0) -> PlantedSpec:
     """The bundled planted behaviour with a weaker target (Beta(2, 2) accuracy clipped to [0.05, 0.95]): every
     rate of this section strictly between 0 and 1, so that each standard error and interval end is a real check
     (the bundled target, at least 0.3 on the key, is never wrong under lm-eval's log-likelihood argmax)."""
     spec = PlantedSpec.load()
-    return replace(spec, target=replace(spec.target, beta_a=2.0, beta_b=2.0, low=0.05, high=0.95, delta=0.0))
+    return replace(spec, seed=seed,  # validate's --seed: the items' planted accuracies and every call's draw
+                   target=replace(spec.target, beta_a=2.0, beta_b=2.0, low=0.05, high=0.95, delta=0.0))
 
 
 def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> list[Check]:
     """Every check of this section (see the module docstring); about 15 s of CPU."""
     from medfuzz.report import render_all
 
-    spec = spec or surface_spec()
+    spec = spec or surface_spec(seed)
     limit = SIZES[size]
     with tempfile.TemporaryDirectory(prefix="medfuzz-validate-surfaces-") as tmp:
         folder = Path(tmp)
