@@ -16,13 +16,12 @@ Used by tests/faults/test_fault_suite.py and bench/fault_table.py (which prints 
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medfuzz.tasks.inspect.planted_runs import environment  # the env saved and restored around a run
 from tests.faults.backoff import RETRY_AFTER, short_backoff
 from tests.faults.server import CONFIG_FAULTS, CONTENT_FAULTS, TRANSPORT_FAULTS, FaultServer, Schedule
 
@@ -99,20 +98,6 @@ class Outcome:
 
 LLM_ERROR_METRIC = {"medqa_clean": "baseline_llm_errors", "medfuzz_medqa": "medfuzz_llm_errors",
                     "tces_medqa": "tces_llm_errors", "medguard": "medguard_llm_errors"}
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def run_case(server: FaultServer, task_name: str, kind: str | None, mode: str, log_dir: Path,

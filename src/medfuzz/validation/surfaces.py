@@ -3,8 +3,9 @@ report, compared with an independent recount of the harnesses' raw replies and w
 
 The other sections drive the engines and the scorer functions in-process. This one runs what a user runs: the
 planted target behind its OpenAI-compatible server, asked by Inspect's ``medfuzz/medqa_clean`` task
-(``inspect_ai.eval``) and by lm-eval's ``medqa_clean`` task (``simple_evaluate`` with lm-eval's own results and
-samples writer), then ``medfuzz.report.render_all`` over both, as ``medfuzz report`` does. Each printed number
+(Inspect's ``eval``) and by lm-eval's ``medqa_clean`` task (``simple_evaluate`` with lm-eval's own results and
+samples writer; both run by the shell, ``planted_runs`` in each harness's task folder, so that this module
+imports no harness), then ``medfuzz.report.render_all`` over both, as ``medfuzz report`` does. Each printed number
 of the clean baseline is then read back where a user reads it — the Inspect metric in the log, ``summary.json``,
 the model card (``model-index.<model>.yaml``, rounded to 4 places there), the terminal summary's lines — and
 compared with
@@ -24,11 +25,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,92 +58,20 @@ class Recount:
         return len(self.correct)
 
 
-@contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    before = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 SHARDS = 3  # the shard set the whole run is compared with (``medfuzz run --shard K/3``'s slices)
-
-
-def _inspect_runs(spec: PlantedSpec, limit: int, folder: Path) -> tuple[Path, list[Path]]:
-    """The real ``medfuzz/medqa_clean`` task on the planted server, in-process: the whole run's log, and the
-    logs of the same run as ``SHARDS`` shards (``tasks.suite.shard_task``, what ``--shard K/N`` runs)."""
-    from inspect_ai import eval as inspect_eval
-
-    from medfuzz.planted.server import launch
-    from medfuzz.tasks.inspect.baselines import medqa_clean  # type: ignore[attr-defined]  (made per benchmark)
-    from medfuzz.tasks.suite import shard_task
-
-    server = launch(spec)
-    logs = []
-    try:
-        with _environment({**server.inspect_env(), "MEDFUZZ_CALL_CACHE": "0"}):
-            tasks = [("inspect", medqa_clean(data="demo", limit=limit))]
-            tasks += [(f"shards/{k}", shard_task(medqa_clean(data="demo", limit=limit), k, SHARDS))
-                      for k in range(1, SHARDS + 1)]
-            for where, task in tasks:
-                [log] = inspect_eval(task, model=server.inspect_model(), log_dir=str(folder / where),
-                                     display="none", log_level="error", seed=spec.seed)
-                if log.status != "success":
-                    raise RuntimeError(f"validate surfaces: the Inspect run did not finish: {log.error}")
-                logs.append(Path(log.location.removeprefix("file://")))
-    finally:
-        server.stop()
-    return logs[0], logs[1:]
-
-
-def _lm_eval_run(spec: PlantedSpec, limit: int, folder: Path, model_label: str) -> Path:
-    """The real ``medqa_clean`` lm-eval task on the planted ``LM``, written by lm-eval's own tracker (results
-    and samples, as ``--output_path ... --log_samples``); the results file."""
-    import lm_eval.models  # noqa: F401 - lm-eval's own registry first
-    from lm_eval import simple_evaluate
-    from lm_eval.api.registry import get_model
-    from lm_eval.loggers import EvaluationTracker
-    from lm_eval.tasks import TaskManager
-
-    from medfuzz.adapters.lm_eval_registry import register_models
-    from medfuzz.records.keys import MODEL_LABEL
-    from medfuzz.tasks import LM_EVAL_TASKS_PATH
-
-    register_models()
-    written = folder / "planted.yaml"  # the same behaviour as the Inspect run's server, from a file
-    written.write_text(yaml.safe_dump(spec.to_dict()), encoding="utf-8")
-    lm = get_model("medfuzz-planted").create_from_arg_string(f"data=demo,spec={written}")
-    tracker = EvaluationTracker(output_path=str(folder / "lm-eval"))
-    results = simple_evaluate(model=lm, tasks=["medqa_clean"], log_samples=True, evaluation_tracker=tracker,
-                              metadata={"data": "demo", "limit": limit, MODEL_LABEL: model_label},
-                              task_manager=TaskManager(include_path=str(LM_EVAL_TASKS_PATH)))
-    if results is None:
-        raise RuntimeError("validate surfaces: lm-eval returned no results")
-    samples = results.pop("samples")
-    tracker.save_results_aggregated(results=results, samples=samples)
-    for task, task_samples in samples.items():
-        tracker.save_results_samples(task_name=task, samples=task_samples)
-    return max((folder / "lm-eval").rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
 
 
 def recount_inspect(log_path: Path) -> Recount:
     """Correct among the answered samples, from each reply's last ``ANSWER: X`` line (a sample with an error or
     no such line is not answered, as the task's strict scorer leaves LLM errors out)."""
-    from inspect_ai.log import read_eval_log
+    from medfuzz.tasks.inspect.planted_runs import replies
 
-    log = read_eval_log(str(log_path))
     correct = {}
-    for sample in log.samples or []:
-        found = ANSWER_LINE.findall(sample.output.completion if sample.output else "")
-        if sample.error or not found:
+    for reply in replies(log_path):
+        found = ANSWER_LINE.findall(reply.completion)
+        if reply.errored or not found:
             continue
-        correct[str(sample.id)] = found[-1].upper() == str(sample.target).strip().upper()
+        correct[reply.sample_id] = found[-1].upper() == reply.target.strip().upper()
     return Recount(correct)
 
 
@@ -242,12 +168,11 @@ def _terminal(paths: list[Path], harness: str, title: str) -> dict[str, str]:
 def inspect_checks(recount: Recount, log_path: Path, summary: dict[str, Any], report: Path,
                    terminal: dict[str, str]) -> list[Check]:
     """The Inspect baseline's strict accuracy where it is read, against the recount."""
-    from inspect_ai.log import read_eval_log
+    from medfuzz.tasks.inspect.planted_runs import scorer_metrics
 
     k, n = recount.k, recount.n
     truth, (low, high) = k / n, _wilson(k, n)
-    metrics = {name: m.value for s in (read_eval_log(str(log_path), header_only=True).results.scores or [])
-               if s.name == "baseline_choice" for name, m in s.metrics.items()}
+    metrics = scorer_metrics(log_path, "baseline_choice")
     number = _result(summary, "Inspect")["numbers"]["baseline_acc"]
     card = _card_metric(report, "Inspect", "baseline_acc")
     where = "Inspect clean baseline accuracy"
@@ -340,16 +265,15 @@ def surface_spec(seed: int = 0) -> PlantedSpec:
 def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> list[Check]:
     """Every check of this section (see the module docstring); about 15 s of CPU."""
     from medfuzz.report import render_all
+    from medfuzz.tasks.inspect.planted_runs import clean_baseline_logs, model_of
+    from medfuzz.tasks.lm_eval.planted_runs import clean_baseline_results
 
     spec = spec or surface_spec(seed)
     limit = SIZES[size]
     with tempfile.TemporaryDirectory(prefix="medfuzz-validate-surfaces-") as tmp:
         folder = Path(tmp)
-        log_path, shard_paths = _inspect_runs(spec, limit, folder)
-        from inspect_ai.log import read_eval_log
-
-        model = str(read_eval_log(str(log_path), header_only=True).eval.model)
-        results_file = _lm_eval_run(spec, limit, folder, model)
+        log_path, shard_paths = clean_baseline_logs(spec, limit, folder, SHARDS)
+        results_file = clean_baseline_results(spec, limit, folder, model_of(log_path))
         report = folder / "report"
         render_all([log_path, results_file], report, echo=False)
         summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))

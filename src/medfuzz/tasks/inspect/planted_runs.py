@@ -1,0 +1,86 @@
+"""The planted target through the real ``medfuzz/medqa_clean`` task, in-process (``inspect_ai.eval``): what
+``medfuzz validate``'s surfaces section runs, and the parts of the logs it reads back. The harness calls live
+here, in the shell; ``medfuzz.validation.surfaces`` compares what they return with the planted truth."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from inspect_ai import eval as inspect_eval
+from inspect_ai.log import read_eval_log
+
+from medfuzz.planted import PlantedSpec
+from medfuzz.planted.server import launch
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One sample of a log as the recount needs it: the raw completion, the key, whether the sample errored."""
+
+    sample_id: str
+    completion: str
+    target: str
+    errored: bool
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` set in ``os.environ`` for the block, the previous values (or their absence) restored after."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def clean_baseline_logs(spec: PlantedSpec, limit: int, folder: Path, shards: int) -> tuple[Path, list[Path]]:
+    """The clean baseline on the bundled demo rows against the planted server: the whole run's log, and the
+    logs of the same run as ``shards`` shards (``shard_task``, what ``medfuzz run --shard K/N`` runs)."""
+    from medfuzz.tasks.inspect.baselines import medqa_clean  # type: ignore[attr-defined]  (made per benchmark)
+    from medfuzz.tasks.suite import shard_task
+
+    server = launch(spec)
+    logs = []
+    try:
+        with environment({**server.inspect_env(), "MEDFUZZ_CALL_CACHE": "0"}):
+            tasks = [("inspect", medqa_clean(data="demo", limit=limit))]
+            tasks += [(f"shards/{k}", shard_task(medqa_clean(data="demo", limit=limit), k, shards))
+                      for k in range(1, shards + 1)]
+            for where, task in tasks:
+                [log] = inspect_eval(task, model=server.inspect_model(), log_dir=str(folder / where),
+                                     display="none", log_level="error", seed=spec.seed)
+                if log.status != "success":
+                    raise RuntimeError(f"validate surfaces: the Inspect run did not finish: {log.error}")
+                logs.append(Path(log.location.removeprefix("file://")))
+    finally:
+        server.stop()
+    return logs[0], logs[1:]
+
+
+def replies(log_path: Path) -> list[Reply]:
+    """Every sample's raw reply (the report's log reader leaves the completions out)."""
+    log = read_eval_log(str(log_path))
+    return [Reply(str(s.id), s.output.completion if s.output else "", str(s.target), bool(s.error))
+            for s in log.samples or []]
+
+
+def scorer_metrics(log_path: Path, scorer: str) -> dict[str, float]:
+    """The metric values Inspect recorded for ``scorer`` in the log's header."""
+    scores = read_eval_log(str(log_path), header_only=True).results.scores or []
+    return {name: float(m.value) for s in scores if s.name == scorer for name, m in s.metrics.items()}
+
+
+def model_of(log_path: Path) -> str:
+    return str(read_eval_log(str(log_path), header_only=True).eval.model)
+
+
+__all__ = ["Reply", "clean_baseline_logs", "environment", "model_of", "replies", "scorer_metrics"]

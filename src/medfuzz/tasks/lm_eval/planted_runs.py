@@ -1,0 +1,42 @@
+"""The planted target through the real lm-eval ``medqa_clean`` task (``simple_evaluate`` with lm-eval's own
+results and samples writer, as ``--output_path ... --log_samples``): what ``medfuzz validate``'s surfaces section
+runs. The harness calls live here, in the shell; ``medfuzz.validation.surfaces`` reads the files it writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lm_eval.models  # noqa: F401 - lm-eval's own registry first
+import yaml
+from lm_eval import simple_evaluate
+from lm_eval.api.registry import get_model
+from lm_eval.loggers import EvaluationTracker
+from lm_eval.tasks import TaskManager
+
+from medfuzz.adapters.lm_eval_registry import register_models
+from medfuzz.planted import PlantedSpec
+from medfuzz.records.keys import MODEL_LABEL
+from medfuzz.tasks import LM_EVAL_TASKS_PATH
+
+
+def clean_baseline_results(spec: PlantedSpec, limit: int, folder: Path, model_label: str) -> Path:
+    """The clean baseline on the bundled demo rows against the planted ``LM`` (the same behaviour as the Inspect
+    run's server, from a spec file); the results file lm-eval's tracker wrote (its samples file beside it)."""
+    register_models()
+    written = folder / "planted.yaml"
+    written.write_text(yaml.safe_dump(spec.to_dict()), encoding="utf-8")
+    lm = get_model("medfuzz-planted").create_from_arg_string(f"data=demo,spec={written}")
+    tracker = EvaluationTracker(output_path=str(folder / "lm-eval"))
+    results = simple_evaluate(model=lm, tasks=["medqa_clean"], log_samples=True, evaluation_tracker=tracker,
+                              metadata={"data": "demo", "limit": limit, MODEL_LABEL: model_label},
+                              task_manager=TaskManager(include_path=str(LM_EVAL_TASKS_PATH)))
+    if results is None:
+        raise RuntimeError("validate surfaces: lm-eval returned no results")
+    samples = results.pop("samples")
+    tracker.save_results_aggregated(results=results, samples=samples)
+    for task, task_samples in samples.items():
+        tracker.save_results_samples(task_name=task, samples=task_samples)
+    return max((folder / "lm-eval").rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
+
+
+__all__ = ["clean_baseline_results"]
