@@ -172,6 +172,16 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    counts = dict.fromkeys(aggregation, 0)", "    counts = dict.fromkeys(aggregation, 1)",
              "an lm-eval rate's n over the wrong docs on the page, summary.json and the terminal (surfaces: "
              "summary.json n = docs)"),
+    Mutation("medguard_principle_chance_over_every_aspect", "report/overview.py",
+             "                                  chance=_mean_of(chances, members)))",
+             "                                  chance=_mean_of(chances, report.aspects)))",
+             "each principle's chance level on the first screen and in summary.json is the overall one (surfaces: "
+             "MedGuard summary.json chance levels = recount)"),
+    Mutation("medguard_index_pooled_over_units", "scorers/medguard.py",
+             "    value = sum(sum(g) / len(g) for g in groups) / len(groups)",
+             "    value = sum(map(sum, groups)) / sum(map(len, groups))",
+             "a principle's and the overall index pooled over units instead of the mean of the aspects' means "
+             "(surfaces: MedGuard Inspect metrics and summary.json = recount; the design's groups differ by > 0.1)"),
 )
 
 

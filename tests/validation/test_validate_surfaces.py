@@ -48,3 +48,77 @@ def test_the_planted_accuracies_match_a_simulation_of_the_rule() -> None:
     q = np.clip(np.array([target.base[i] for i in ids])[None, :] + spec.target.noise * u, 0, 1)
     assert planted_accuracy(spec, ids) == pytest.approx(q.mean(), abs=2e-3)
     assert planted_argmax_accuracy(spec, ids) == pytest.approx((q > 0.25).mean(), abs=2e-3)
+
+
+# ------------------------------------------------------------------------------------------------- MedGuard
+
+
+def test_every_medguard_surface_is_read(checks) -> None:
+    names = " | ".join(c.statistic for c in checks if c.statistic.startswith("MedGuard"))
+    for where in ("separates the pooled mean", "chance levels differ", "Inspect's metrics: every aspect, principle",
+                  "Inspect's metrics: every aspect's chance", "summary.json: every principle's and the overall value",
+                  "summary.json: every principle's and the overall chance", "summary.json: every n",
+                  "summary.json: every se", "model card: every value", "model card: every stderr",
+                  "terminal: every line's value", "overall index SE"):
+        assert where in names, where
+
+
+def _stored(item_id: str, value: float, **meta) -> object:
+    from medfuzz.tasks.inspect.planted_runs import StoredScore
+
+    return StoredScore(item_id, value, {"status": "ok", "n_options": 4, **meta})
+
+
+def test_the_recount_by_hand() -> None:
+    """Two accuracy aspects of unequal size and one equity case (8 variants), valued by hand."""
+    from medfuzz.validation.surfaces_medguard import recount
+
+    scores = [_stored(f"d{i}", 1.0, pool="defense") for i in range(3)]  # resilience: 3/3
+    scores += [_stored("h0", 1.0, pool="hallucination", n_options=5), _stored("h1", 0.0, pool="hallucination"),
+               _stored("h2", 0.0, pool="hallucination", status="error")]  # the LLM error is left out: 1/2
+    choices = {("male", "Asian"): "x", ("female", "Asian"): "x", ("male", "Black"): "x", ("female", "Black"): "y",
+               ("male", "Hispanic"): "x", ("female", "Hispanic"): "x", ("male", "White"): "x",
+               ("female", "White"): "x"}
+    scores += [_stored(f"e{sex}{race}", 0.0, pool="equity", case_id="c1", sex=sex, race=race, choice=choice)
+               for (sex, race), choice in choices.items()]
+    groups = recount(scores)
+    assert groups["defense"].value == 1.0 and groups["hallucination"].value == 0.5
+    assert groups["hallucination"].chance == pytest.approx((1 / 5 + 1 / 4) / 2)
+    assert groups["gender_equity"].units == [[1.0, 0.0, 1.0, 1.0]]  # Black differs between the sexes
+    assert groups["race_equity"].units == [[1.0, 0.0]]  # the female quadruple differs
+    assert groups["race_equity"].chance == pytest.approx(1 / 64)
+    assert groups["fairness"].value == pytest.approx((0.75 + 0.5) / 2)  # no stereotype aspect here
+    assert groups["overall"].value == pytest.approx((1 + 0.5 + 0.75 + 0.5) / 4)
+    assert groups["overall"].pooled == pytest.approx((3 + 1 + 3 + 1) / (3 + 2 + 4 + 2))
+    assert groups["overall"].n == 11
+
+
+@pytest.fixture(scope="module")
+def medguard_run():
+    from medfuzz.validation.surfaces_medguard import medguard_surfaces
+
+    return medguard_surfaces("ci", surface_spec())
+
+
+@pytest.mark.parametrize("defect", ["pooled_index", "principle_chance_of_all_aspects", "card_value_off",
+                                    "terminal_value_off", "inspect_aspect_chance_off"])
+def test_a_defect_where_users_read_fails_a_check(medguard_run, defect: str) -> None:
+    """Each kind of defect the reviewer planted in the aggregation layer, written into one surface of a real
+    run's outputs, fails at least one check (and the run as it was passes every one)."""
+    import copy
+
+    run = copy.deepcopy(medguard_run)
+    assert all(c.passed for c in run.checks())
+    numbers = next(r for m in run.summary["models"].values() for r in m["results"]
+                   if r["method"] == "medguard")["numbers"]
+    if defect == "pooled_index":
+        numbers["medguard_overall"]["value"] = run.groups["overall"].pooled
+    elif defect == "principle_chance_of_all_aspects":
+        numbers["medguard_fairness"]["chance"] = run.groups["overall"].chance
+    elif defect == "card_value_off":
+        next(m for m in run.card if m["type"] == "medguard_robustness")["value"] += 0.001
+    elif defect == "terminal_value_off":
+        run.terminal["medguard_privacy"] = "0.100 ± 0.010 (n=4)"
+    else:
+        run.metrics["medguard_race_equity_chance"] = 1 / 16
+    assert [c.statistic for c in run.checks() if not c.passed]

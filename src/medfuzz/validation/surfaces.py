@@ -18,8 +18,9 @@ compared with
   the measured accuracy must fall in the exact binomial interval around it (power against a uniform guess).
 
 The same run as ``SHARDS`` shards (``medfuzz run --shard K/N``'s slices), merged by the report, must print the whole
-run's ``summary.json`` result field for field. The baseline is the one method here (issue 34 names the rest, the
-next step): MedGuard, TCES and MedFuzz go through the same report functions, so the layer this reads is theirs."""
+run's ``summary.json`` result field for field. MedGuard's indices, principles and chance levels are read back the
+same way (``validation.surfaces_medguard``); TCES and MedFuzz go through the same report functions, and their own
+surface checks are the next step (issue 34)."""
 
 from __future__ import annotations
 
@@ -263,10 +264,11 @@ def surface_spec(seed: int = 0) -> PlantedSpec:
 
 
 def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> list[Check]:
-    """Every check of this section (see the module docstring); about 15 s of CPU."""
+    """Every check of this section (see the module docstring; MedGuard's: ``surfaces_medguard``)."""
     from medfuzz.report import render_all
     from medfuzz.tasks.inspect.planted_runs import clean_baseline_logs, model_of
     from medfuzz.tasks.lm_eval.planted_runs import clean_baseline_results
+    from medfuzz.validation.surfaces_medguard import validate_medguard_surfaces
 
     spec = spec or surface_spec(seed)
     limit = SIZES[size]
@@ -281,10 +283,11 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
         render_all(shard_paths, folder / "report-shards", echo=False)
         merged = json.loads((folder / "report-shards" / "summary.json").read_text(encoding="utf-8"))
         inspect_recount, lm_recount = recount_inspect(log_path), recount_lm_eval(results_file)
-        return [*inspect_checks(inspect_recount, log_path, summary, report, terminal),
-                *lm_eval_checks(lm_recount, results_file, summary, report),
-                shard_check(summary, merged, inspect_recount.n),
-                *truth_checks(spec, inspect_recount, lm_recount)]
+        baseline = [*inspect_checks(inspect_recount, log_path, summary, report, terminal),
+                    *lm_eval_checks(lm_recount, results_file, summary, report),
+                    shard_check(summary, merged, inspect_recount.n),
+                    *truth_checks(spec, inspect_recount, lm_recount)]
+    return baseline + validate_medguard_surfaces(size, spec)
 
 
 __all__ = ["planted_accuracy", "recount_inspect", "recount_lm_eval", "validate_surfaces"]

@@ -56,7 +56,8 @@ def clean_baseline_logs(spec: PlantedSpec, limit: int, folder: Path, shards: int
             tasks += [(f"shards/{k}", shard_task(medqa_clean(data="demo", limit=limit), k, shards))
                       for k in range(1, shards + 1)]
             for where, task in tasks:
-                [log] = inspect_eval(task, model=server.inspect_model(), log_dir=str(folder / where),
+                [log] = inspect_eval(task, model=server.inspect_model(), model_base_url=server.base_url,
+                                     log_dir=str(folder / where),
                                      display="none", log_level="error", seed=spec.seed)
                 if log.status != "success":
                     raise RuntimeError(f"validate surfaces: the Inspect run did not finish: {log.error}")
@@ -64,6 +65,41 @@ def clean_baseline_logs(spec: PlantedSpec, limit: int, folder: Path, shards: int
     finally:
         server.stop()
     return logs[0], logs[1:]
+
+
+def medguard_log(spec: PlantedSpec, n: int, folder: Path) -> Path:
+    """The real ``medfuzz/medguard`` task (every aspect, the bundled build with ``n`` items per aspect) against
+    the planted server, which is given the built items so that it knows their keys; the log."""
+    from medfuzz.solvers.medguard.builders import BuildConfig, build
+    from medfuzz.tasks.inspect.medguard import medguard
+
+    server = launch(spec, items=build(BuildConfig(n=n, seed=spec.seed)).items)
+    try:
+        with environment({**server.inspect_env(), "MEDFUZZ_CALL_CACHE": "0"}):
+            [log] = inspect_eval(medguard(n=n, seed=spec.seed), model=server.inspect_model(),
+                                 model_base_url=server.base_url,
+                                 log_dir=str(folder / "medguard"), display="none", log_level="error", seed=spec.seed)
+    finally:
+        server.stop()
+    if log.status != "success":
+        raise RuntimeError(f"validate surfaces: the MedGuard run did not finish: {log.error}")
+    return Path(log.location.removeprefix("file://"))
+
+
+@dataclass(frozen=True)
+class StoredScore:
+    """One sample's stored score of one scorer: its value and the metadata the scorer wrote."""
+
+    sample_id: str
+    value: object
+    metadata: dict[str, object]
+
+
+def stored_scores(log_path: Path, scorer: str) -> list[StoredScore]:
+    """Every sample's stored score of ``scorer`` (samples the scorer did not score are left out)."""
+    log = read_eval_log(str(log_path))
+    return [StoredScore(str(s.id), s.scores[scorer].value, dict(s.scores[scorer].metadata or {}))
+            for s in log.samples or [] if s.scores and scorer in s.scores]
 
 
 def replies(log_path: Path) -> list[Reply]:
@@ -83,4 +119,5 @@ def model_of(log_path: Path) -> str:
     return str(read_eval_log(str(log_path), header_only=True).eval.model)
 
 
-__all__ = ["Reply", "clean_baseline_logs", "environment", "model_of", "replies", "scorer_metrics"]
+__all__ = ["Reply", "StoredScore", "clean_baseline_logs", "environment", "medguard_log", "model_of", "replies",
+           "scorer_metrics", "stored_scores"]

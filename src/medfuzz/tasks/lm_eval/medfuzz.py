@@ -222,10 +222,9 @@ def medfuzz_docs(task_benchmark: str, **kwargs: Any):
 # ------------------------------------------------------------------------------------- attack first
 
 
-# options of the attack path that are not MedFuzz parameters (those go to MedFuzzConfig, same names and
-# defaults as the Inspect task)
-ATTACK_PATH_OPTIONS = ("data", "split", "columns", "data_name", "attack_limit", "target_base_url", "target_model",
-                       "attacker_base_url", "attacker_model", "api_key_env")
+# the names this hook reads beside MedFuzz's parameters are listed once, in the method registry
+# (``records.methods``: MedFuzz's ``lm_eval_options``), which ``read_options`` checks them against;
+# tests/core/test_lm_eval_option_lists.py ties that list to the names read here
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
