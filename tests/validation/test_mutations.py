@@ -182,6 +182,12 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    value = sum(map(sum, groups)) / sum(map(len, groups))",
              "a principle's and the overall index pooled over units instead of the mean of the aspects' means "
              "(surfaces: MedGuard Inspect metrics and summary.json = recount; the design's groups differ by > 0.1)"),
+    Mutation("tces_queries_over_every_attacked_item", "scorers/tces.py",
+             '    queries = [r["queries_to_success"] for r in successes]',
+             '    queries = [r["queries_to_success"] or r["queries_used"] for r in records'
+             ' if r["outcome"] in ("success", "attack_failed")]',
+             "the mean queries to success over every attacked item instead of the successes (surfaces: TCES "
+             "Inspect metrics = recount; the design's failures make the two populations differ)"),
 )
 
 

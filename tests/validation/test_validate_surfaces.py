@@ -122,3 +122,69 @@ def test_a_defect_where_users_read_fails_a_check(medguard_run, defect: str) -> N
     else:
         run.metrics["medguard_race_equity_chance"] = 1 / 16
     assert [c.statistic for c in run.checks() if not c.passed]
+
+
+# ----------------------------------------------------------------------------------------------------- TCES
+
+
+def test_every_tces_surface_is_read(checks) -> None:
+    names = " | ".join(c.statistic for c in checks if c.statistic.startswith("TCES"))
+    for where in ("items attacked = the items planted right", "separates queries per success",
+                  "Inspect's metrics: every rate", "summary.json: every share's value", "model card: every value",
+                  "terminal: every line", "ASR@1 (summary.json k/n) vs planted"):
+        assert where in names, where
+    assert all(c.power >= 0.8 for c in checks if c.defect)
+
+
+def test_the_tces_recount_by_hand() -> None:
+    from medfuzz.validation.surfaces_tces import recount
+
+    def record(i: int, outcome: str, q: int | None = None, used: int = 0, name: str | None = None) -> dict:
+        return {"item_id": f"i{i}", "outcome": outcome, "queries_to_success": q, "queries_used": used,
+                "replacement": name}
+
+    records = [record(0, "success", 1, 1, "b"), record(1, "success", 3, 3, "a"), record(2, "success", 1, 1, "b"),
+               record(3, "attack_failed", None, 8), record(4, "already_wrong"), record(5, "no_entity"),
+               record(6, "llm_error")]
+    r = recount(records)
+    assert (r.shares["tces_clean_acc"].k, r.shares["tces_clean_acc"].n) == (4, 5)  # no_entity, llm_error: out
+    assert (r.shares["tces_attacked_acc"].k, r.shares["tces_asr"].k, r.shares["tces_asr"].n) == (1, 3, 4)
+    assert r.shares["tces_asr_at_1"].k == 2
+    assert r.queries_per_success == pytest.approx(5 / 3) and r.queries_per_attack == pytest.approx(13 / 4)
+    assert r.gini_simpson == pytest.approx(1 - (2 / 3) ** 2 - (1 / 3) ** 2)
+    assert list(r.reused.items()) == [("b", 2), ("a", 1)]
+    assert r.shares["tces_asr"].shown() == "0.750 [0.301, 0.954] (3/4)"  # statsmodels' Wilson, to 3 places
+
+
+@pytest.fixture(scope="module")
+def tces_run():
+    from medfuzz.validation.surfaces_tces import tces_surfaces
+
+    return tces_surfaces("ci", 0)
+
+
+@pytest.mark.parametrize("defect", ["queries_per_attack", "asr_over_evaluated", "gini_normalised", "card_end_off",
+                                    "terminal_count_off", "reused_not_top"])
+def test_a_tces_defect_where_users_read_fails_a_check(tces_run, defect: str) -> None:
+    import copy
+
+    run = copy.deepcopy(tces_run)
+    assert all(c.passed for c in run.checks())
+    numbers = next(r for m in run.summary["models"].values() for r in m["results"] if r["method"] == "tces")["numbers"]
+    if defect == "queries_per_attack":
+        run.metrics["tces_queries_to_success"] = run.recount.queries_per_attack
+    elif defect == "asr_over_evaluated":
+        asr = numbers["tces_asr"]
+        asr["n"] = numbers["tces_clean_acc"]["n"]
+        asr["value"] = asr["k"] / asr["n"]
+    elif defect == "gini_normalised":
+        s = run.recount.successes
+        numbers["tces_gini_simpson"]["value"] = run.recount.gini_simpson * s / (s - 1)
+    elif defect == "card_end_off":
+        run.card["tces_asr_at_1"]["args"]["ci95"][0] -= 0.001
+    elif defect == "terminal_count_off":
+        line = run.terminal["tces_attacked_acc"]
+        run.terminal["tces_attacked_acc"] = line.replace(f"/{run.recount.shares['tces_attacked_acc'].n})", "/999)")
+    else:
+        run.metrics["reused:Nobody"] = 1.0
+    assert [c.statistic for c in run.checks() if not c.passed]

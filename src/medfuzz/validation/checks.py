@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
@@ -118,6 +118,22 @@ def exact_check(method: str, statistic: str, planted: float, measured: float, n:
     """Equal up to floating point: relative ``tolerance`` (absolute 1e-12 around 0)."""
     half = max(1e-12, tolerance * abs(planted))
     return Check(method, statistic, planted, measured, planted - half, planted + half, n, note, expect_fail)
+
+
+def fields_differing(expected: dict[str, float], shown: dict[str, Any], tolerance: float) -> list[str]:
+    """The names whose shown number is missing or further than ``tolerance`` from the expected one."""
+    out = []
+    for name, value in expected.items():
+        got = shown.get(name)
+        if not isinstance(got, int | float) or not math.isclose(float(got), value, rel_tol=0, abs_tol=tolerance):
+            out.append(f"{name}={got!r} (expected {value:.6g})")
+    return out
+
+
+def differing_check(method: str, statistic: str, differing: list[str], n: int) -> Check:
+    """Exact: no field of a surface differs from its expected value (the first four named in the note)."""
+    return exact_check(method, f"{statistic} (fields differing)", 0.0, float(len(differing)), n,
+                       note="; ".join(differing[:4]), tolerance=0.0)
 
 
 def binomial_power(check: Check, rate: float) -> float:

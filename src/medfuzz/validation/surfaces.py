@@ -19,8 +19,9 @@ compared with
 
 The same run as ``SHARDS`` shards (``medfuzz run --shard K/N``'s slices), merged by the report, must print the whole
 run's ``summary.json`` result field for field. MedGuard's indices, principles and chance levels are read back the
-same way (``validation.surfaces_medguard``); TCES and MedFuzz go through the same report functions, and their own
-surface checks are the next step (issue 34)."""
+same way (``validation.surfaces_medguard``), and TCES's rates, queries per success, diversity and most reused
+replacements on a user's own file (``validation.surfaces_tces``); MedFuzz goes through the same report functions,
+and its own surface checks are the next step (issue 34)."""
 
 from __future__ import annotations
 
@@ -154,15 +155,15 @@ def _card_metric(report: Path, harness: str, metric: str) -> dict[str, Any]:
     return found[0]
 
 
-def _terminal(paths: list[Path], harness: str, title: str) -> dict[str, str]:
+def terminal_numbers(paths: list[Path], harness: str, title: str) -> dict[str, str]:
     """The terminal summary's lines of one result (``report.terminal.result_lines``, as ``medfuzz run`` prints
-    them): label -> shown text."""
+    them): metric -> the text shown after its label."""
     from medfuzz.report.labels import label
     from medfuzz.report.terminal import first_screen_results, result_lines
 
     [result] = [r for r in first_screen_results(paths) if r.harness == harness and r.title.startswith(title)]
     lines = result_lines(result)
-    return {label(n.metric): line.split(label(n.metric), 1)[1].strip()
+    return {n.metric: line.split(label(n.metric), 1)[1].strip()
             for n, line in zip(result.numbers, lines[1:], strict=False)}
 
 
@@ -269,6 +270,7 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
     from medfuzz.tasks.inspect.planted_runs import clean_baseline_logs, model_of
     from medfuzz.tasks.lm_eval.planted_runs import clean_baseline_results
     from medfuzz.validation.surfaces_medguard import validate_medguard_surfaces
+    from medfuzz.validation.surfaces_tces import validate_tces_surfaces
 
     spec = spec or surface_spec(seed)
     limit = SIZES[size]
@@ -279,7 +281,7 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
         report = folder / "report"
         render_all([log_path, results_file], report, echo=False)
         summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
-        terminal = _terminal([log_path, results_file], "Inspect", "Clean baseline")
+        terminal = terminal_numbers([log_path, results_file], "Inspect", "Clean baseline")
         render_all(shard_paths, folder / "report-shards", echo=False)
         merged = json.loads((folder / "report-shards" / "summary.json").read_text(encoding="utf-8"))
         inspect_recount, lm_recount = recount_inspect(log_path), recount_lm_eval(results_file)
@@ -287,7 +289,7 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
                     *lm_eval_checks(lm_recount, results_file, summary, report),
                     shard_check(summary, merged, inspect_recount.n),
                     *truth_checks(spec, inspect_recount, lm_recount)]
-    return baseline + validate_medguard_surfaces(size, spec)
+    return baseline + validate_medguard_surfaces(size, spec) + validate_tces_surfaces(size, seed)
 
 
 __all__ = ["planted_accuracy", "recount_inspect", "recount_lm_eval", "validate_surfaces"]

@@ -34,13 +34,14 @@ import yaml
 
 from medfuzz.planted import PlantedSpec
 from medfuzz.solvers.medguard.taxonomy import PRINCIPLE_OF, RACES, SEXES, Aspect
-from medfuzz.validation.checks import Check, exact_check
+from medfuzz.validation.checks import Check, differing_check, exact_check, fields_differing
 from medfuzz.validation.medguard import bootstrap_se_error
 
 METHOD = "surfaces"
 ITEMS_PER_ASPECT: dict[str, int] = {"ci": 4, "full": 6}  # the bundled build: 6 equity cases at most
 HIGH, LOW = 0.95, 0.05  # planted P(key): the accuracy aspects' items, the equity cases'
 WHERE = "MedGuard"
+CARD = 5e-5 + 1e-12  # the model card rounds to 4 places
 
 
 @dataclass
@@ -120,19 +121,8 @@ def _planted(spec: PlantedSpec, n: int, folder: Path) -> PlantedSpec:
     return replace(spec, target=replace(spec.target, accuracy=str(path), low=0.0, high=1.0))
 
 
-def _differing(expected: dict[str, float], shown: dict[str, Any], tolerance: float) -> list[str]:
-    """The names whose shown number is missing or further than ``tolerance`` from the expected one."""
-    out = []
-    for name, value in expected.items():
-        got = shown.get(name)
-        if not isinstance(got, int | float) or not math.isclose(float(got), value, rel_tol=0, abs_tol=tolerance):
-            out.append(f"{name}={got!r} (expected {value:.6g})")
-    return out
-
-
-def _count_check(statistic: str, differing: list[str], n: int) -> Check:
-    return exact_check(METHOD, f"{WHERE}: {statistic} (fields differing)", 0.0, float(len(differing)), n,
-                       note="; ".join(differing[:4]), tolerance=0.0)
+def _count(statistic: str, differing: list[str], n: int) -> Check:
+    return differing_check(METHOD, f"{WHERE}: {statistic}", differing, n)
 
 
 def medguard_checks(groups: dict[str, Group], metrics: dict[str, float], summary: dict[str, Any], card: list[Any],
@@ -158,28 +148,27 @@ def medguard_checks(groups: dict[str, Group], metrics: dict[str, float], summary
                     note=f"pooled {overall.pooled:.3f}, mean of means {overall.value:.3f}", tolerance=0.0),
         exact_check(METHOD, f"{WHERE}: the chance levels differ between principles (a per-group defect shows)",
                     1.0, float(len({round(groups[g].chance, 9) for g in printed}) > 2), n, tolerance=0.0),
-        _count_check("Inspect's metrics: every aspect, principle and overall index = recount",
-                     _differing(inspect_values, metrics, 1e-12), n),
-        _count_check("Inspect's metrics: every aspect's chance level = recount",
-                     _differing(inspect_chances, metrics, 1e-12), n),
-        _count_check("summary.json: every principle's and the overall value = recount",
-                     _differing(summary_values, {k: v.get("value") for k, v in numbers.items()}, 1e-12), n),
-        _count_check("summary.json: every principle's and the overall chance level = recount",
-                     _differing(summary_chances, {k: v.get("chance") for k, v in numbers.items()}, 1e-12), n),
-        _count_check("summary.json: every n = the scoring units recounted",
-                     _differing(summary_n, {k: v.get("n") for k, v in numbers.items()}, 0.0), n),
-        _count_check("summary.json: every se = Inspect's bootstrap SE",
-                     _differing(se, {k: v.get("se") for k, v in numbers.items()}, 1e-12), n),
-        _count_check("model card: every value = recount (4 places)",
-                     _differing(summary_values, {k: m.get("value") for k, m in metrics_card.items()}, 5e-5 + 1e-12),
-                     n),
-        _count_check("model card: every stderr and n = summary.json's",
-                     _differing({**{f"{k}:se": v for k, v in se.items()},
+        _count("Inspect's metrics: every aspect, principle and overall index = recount",
+               fields_differing(inspect_values, metrics, 1e-12), n),
+        _count("Inspect's metrics: every aspect's chance level = recount",
+               fields_differing(inspect_chances, metrics, 1e-12), n),
+        _count("summary.json: every principle's and the overall value = recount",
+               fields_differing(summary_values, _field(numbers, "value"), 1e-12), n),
+        _count("summary.json: every principle's and the overall chance level = recount",
+               fields_differing(summary_chances, _field(numbers, "chance"), 1e-12), n),
+        _count("summary.json: every n = the scoring units recounted",
+               fields_differing(summary_n, _field(numbers, "n"), 0.0), n),
+        _count("summary.json: every se = Inspect's bootstrap SE",
+               fields_differing(se, _field(numbers, "se"), 1e-12), n),
+        _count("model card: every value = recount (4 places)",
+               fields_differing(summary_values, _field(metrics_card, "value"), CARD), n),
+        _count("model card: every stderr and n = summary.json's",
+               fields_differing({**{f"{k}:se": v for k, v in se.items()},
                                  **{f"{k}:n": v for k, v in summary_n.items()}},
                                 {**{f"{k}:se": m["args"].get("stderr") for k, m in metrics_card.items()},
-                                 **{f"{k}:n": m["args"].get("n") for k, m in metrics_card.items()}}, 5e-5 + 1e-12), n),
-        _count_check("terminal: every line's value = recount (3 places)",
-                     _differing({f"medguard_{g}": round(groups[g].value, 3) for g in printed},
+                                 **{f"{k}:n": m["args"].get("n") for k, m in metrics_card.items()}}, CARD), n),
+        _count("terminal: every line's value = recount (3 places)",
+               fields_differing({f"medguard_{g}": round(groups[g].value, 3) for g in printed},
                                 {k: _float(v) for k, v in shown_terminal.items()}, 5e-4 + 1e-12), n),
         Check(METHOD, f"{WHERE}: overall index SE (Inspect's bootstrap) vs sqrt(Σ var_g/n_g)/K", ideal,
               float(metrics.get("medguard_overall_se", math.nan)), ideal * (1 - 4 * relative),
@@ -187,22 +176,15 @@ def medguard_checks(groups: dict[str, Group], metrics: dict[str, float], summary
     ]
 
 
+def _field(numbers: dict[str, Any], name: str) -> dict[str, Any]:
+    return {metric: fields.get(name) for metric, fields in numbers.items()}
+
+
 def _float(text: str) -> float | None:
     try:
         return float(text)
     except ValueError:
         return None
-
-
-def _terminal(paths: list[Path]) -> dict[str, str]:
-    """The terminal summary's MedGuard lines: metric -> shown text."""
-    from medfuzz.report.labels import label
-    from medfuzz.report.terminal import first_screen_results, result_lines
-
-    [result] = [r for r in first_screen_results(paths) if r.title.startswith("MedGuard")]
-    lines = result_lines(result)
-    return {n.metric: line.split(label(n.metric), 1)[1].strip()
-            for n, line in zip(result.numbers, lines[1:], strict=False)}
 
 
 @dataclass
@@ -223,6 +205,7 @@ def medguard_surfaces(size: str, spec: PlantedSpec) -> MedGuardSurfaces:
     """The real ``medfuzz/medguard`` task on the planted design, its report rendered, every surface read."""
     from medfuzz.report import render_all
     from medfuzz.tasks.inspect.planted_runs import medguard_log, scorer_metrics, stored_scores
+    from medfuzz.validation.surfaces import terminal_numbers
 
     n = ITEMS_PER_ASPECT[size]
     with tempfile.TemporaryDirectory(prefix="medfuzz-validate-medguard-") as tmp:
@@ -235,7 +218,7 @@ def medguard_surfaces(size: str, spec: PlantedSpec) -> MedGuardSurfaces:
                 for e in yaml.safe_load(path.read_text(encoding="utf-8"))["model-index"]
                 for r in e["results"] for m in r["metrics"] if str(m["type"]).startswith("medguard_")]
         return MedGuardSurfaces(recount(stored_scores(log, "medguard")), scorer_metrics(log, "medguard"), summary,
-                                card, _terminal([log]))
+                                card, terminal_numbers([log], "Inspect", "MedGuard"))
 
 
 def validate_medguard_surfaces(size: str, spec: PlantedSpec) -> list[Check]:

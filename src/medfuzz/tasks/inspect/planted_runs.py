@@ -86,6 +86,26 @@ def medguard_log(spec: PlantedSpec, n: int, folder: Path) -> Path:
     return Path(log.location.removeprefix("file://"))
 
 
+def tces_log(spec: PlantedSpec, items: list, data: Path, vocabulary: Path, budget: int, folder: Path) -> Path:
+    """The real ``medfuzz/tces`` task on a user's own file (``data``: the items, read without a column mapping)
+    against the planted server, which is given the items so that it knows their keys; the defaults otherwise
+    (PDWS n = -20 at temperature 0), on the planted rule's entity type and ``vocabulary``; the log."""
+    from medfuzz.tasks.inspect.tces import tces
+
+    server = launch(spec, items=items)
+    try:
+        with environment({**server.inspect_env(), "MEDFUZZ_CALL_CACHE": "0"}):
+            task = tces(benchmark="mcq", data=str(data), data_name="planted TCES items", entity=spec.tces.entity,
+                        vocabulary=str(vocabulary), embedding=spec.tces.embedding, budget=budget)
+            [log] = inspect_eval(task, model=server.inspect_model(), model_base_url=server.base_url,
+                                 log_dir=str(folder / "tces"), display="none", log_level="error", seed=spec.seed)
+    finally:
+        server.stop()
+    if log.status != "success":
+        raise RuntimeError(f"validate surfaces: the TCES run did not finish: {log.error}")
+    return Path(log.location.removeprefix("file://"))
+
+
 @dataclass(frozen=True)
 class StoredScore:
     """One sample's stored score of one scorer: its value and the metadata the scorer wrote."""
@@ -120,4 +140,4 @@ def model_of(log_path: Path) -> str:
 
 
 __all__ = ["Reply", "StoredScore", "clean_baseline_logs", "environment", "medguard_log", "model_of", "replies",
-           "scorer_metrics", "stored_scores"]
+           "scorer_metrics", "stored_scores", "tces_log"]
