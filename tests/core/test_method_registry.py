@@ -163,3 +163,38 @@ def test_the_builtin_tasks_are_built_without_inspects_registry_lookup(tmp_path, 
     assert {run.task for run, _ in built} == {"medfuzz/medqa_clean", "medfuzz/tces_medqa", "medfuzz/medguard",
                                               "medfuzz/medfuzz_medqa"}
     assert all(len(task.dataset) for _, task in built)
+
+
+@dataclass(frozen=True)
+class BoundedConfig:
+    """A new method whose config bounds its calls: ``calls`` per sample, and an extra run-start record."""
+
+    calls: int = 3
+
+    @classmethod
+    def from_options(cls, **raw: object) -> BoundedConfig:
+        return cls(**raw)  # type: ignore[arg-type]
+
+    def max_calls(self, samples: int) -> dict[str, int]:
+        return {"target": self.calls * samples}
+
+
+BOUNDED = Method(key="bounded", title="Bounded", section="Bounded runs", blurb="A bounded method of a test.",
+                 inspect_task="bounded_probe", run_rank=1.6, config=lambda: BoundedConfig, config_bounds_calls=True,
+                 start_records=lambda config, samples: {"per_sample": config.calls, "samples": samples})
+
+
+def test_a_new_methods_merged_shards_record_the_whole_runs_bound() -> None:
+    """The shard merge recomputes the call bound (and the spec's own run-start records) of any method whose
+    config bounds its calls, from the config every method records in one shape (``CONFIG_KEY``): a merged
+    run never keeps one shard's bound."""
+    from types import SimpleNamespace
+
+    from medfuzz.records.keys import CONFIG_KEY
+    from medfuzz.report.shards import _run_start_records
+
+    shard = SimpleNamespace(eval=SimpleNamespace(metadata={METHOD_KEY: "bounded", CONFIG_KEY: {"calls": 5},
+                                                           "max_calls": {"target": 5 * 4}}))
+    with registered(BOUNDED):
+        assert _run_start_records(shard, 12) == {"per_sample": 5, "samples": 12, "max_calls": {"target": 60}}
+    assert _run_start_records(shard, 12) == {}  # an unregistered method's records are left as they are

@@ -45,4 +45,5 @@ def test_tces_medqa_task_metrics_and_evidence(fixtures: Path, tmp_path: Path) ->
     assert [r["outcome"] for r in records.values()] == ["success", "no_entity", "already_wrong", "attack_failed",
                                                         "no_entity"]
     assert records[log.samples[1].id]["reason"] == "no drugs entity in any distractor (no option names one)"
-    assert log.eval.metadata["sampler"] == "pdws" and log.eval.metadata["n"] == -20.0
+    config = log.eval.metadata["medfuzz_config"]  # every method records its config in one shape
+    assert config["sampler"] == "pdws" and config["n"] == -20.0

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medfuzz.records.keys import recorded_config
 from medfuzz.report.terminal import first_screen_results, result_lines
 
 
@@ -128,7 +129,7 @@ def _medfuzz_title(done: Finished) -> str:
     log = done.logs.get("medfuzz")
     if log is None:
         return "MedFuzz"
-    config = (log.eval.metadata or {}).get("medfuzz", {})
+    config = recorded_config(log.eval.metadata)
     plan = done.plan
     attacker = ("the TEMPLATE attacker, no LLM: patient characteristics plus one red herring naming a distractor"
                 if plan.attacker == TEMPLATE_ATTACKER else plan.attacker or "the target itself")

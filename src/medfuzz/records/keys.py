@@ -11,6 +11,9 @@ from medfuzz.records.methods import METHODS
 METHOD_KEY = "medfuzz_method"  # Inspect task metadata: which method the task runs (a ``records.methods`` key)
 SUITE_KEY = "medfuzz_suite"  # task metadata: the run's label in the suite (the logs are found by it)
 DATA_SOURCE = "data_source"  # task metadata: the run's data (``benchmarks.registry.DataRecord.record``)
+# every method's task records its checked config here, in one shape (``<Config>.to_dict()``): the shard merge, the
+# run cards, the report's titles and the summary read it with ``recorded_config``, never per method
+CONFIG_KEY = "medfuzz_config"
 SHARD_KEY = "medfuzz_shard"  # a shard's task metadata: index k, count n, the run's samples, the slice's start/end
 # --metadata name of the model's name in the report (``report.runs.lm_eval_model_name``): lm-eval stores
 # --metadata in every task's config in its results file, so the name travels with the results. ``medfuzz run``
@@ -24,6 +27,14 @@ MODEL_LABEL = "medfuzz_model"
 TRANSCRIPT_FIELDS = frozenset({"events", "attachments", "messages", "output"})
 # MedFuzz task names of logs written before the tasks recorded METHOD_KEY
 LEGACY_MEDFUZZ_TASKS = ("medfuzz", "medfuzz_medqa", "medfuzz_medmcqa")
+
+
+def recorded_config(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The method config a run recorded in its task metadata (``CONFIG_KEY``; a log written before that key:
+    MedFuzz's nested ``medfuzz`` dict); empty when it recorded none (the clean baselines)."""
+    metadata = metadata or {}
+    found = metadata.get(CONFIG_KEY, metadata.get("medfuzz"))
+    return dict(found) if isinstance(found, Mapping) else {}
 
 
 def method_of(metadata: Mapping[str, Any] | None, task: str) -> str:

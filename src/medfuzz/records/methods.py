@@ -52,6 +52,9 @@ class Method:
     extra_options: tuple[str, ...] = ()  # task options outside the config and the data selection
     limit_option: str = "limit"  # the task option that counts its items (MedGuard: per aspect)
     config_bounds_calls: bool = False  # the config's ``max_calls(n)`` bounds a run; else one call per sample
+    # what else a run records when it starts as a function of its config and sample count (the shard merge
+    # recomputes it for the whole run beside the bound): record name -> value
+    start_records: Callable[[Any, int], dict[str, Any]] | None = None
     roles: tuple[str, ...] = ()  # model roles besides the target (MedFuzz: its attacker)
     starts_first: bool = False  # with one run at a time it starts first (it makes most of the calls)
     run_label: Callable[[Mapping[str, Any]], str] | None = None  # a run's label from its task args; None: key
@@ -159,6 +162,12 @@ def _medfuzz_config() -> type:
     return MedFuzzConfig
 
 
+def _medfuzz_start_records(config: Any, samples: int) -> dict[str, Any]:
+    from medfuzz.records.run_start import attainability_record
+
+    return {"attainability": attainability_record(config, samples)}
+
+
 def _medguard_config() -> type:
     from medfuzz.solvers.medguard.config import MedGuardConfig
 
@@ -222,6 +231,7 @@ register(Method(
     blurb="An attacker LLM rewrites each question with patient characteristics that should not change the "
           "answer; success = the target's answer flips (paper Algorithms 1-2).",
     inspect_task="medfuzz/medfuzz_{benchmark}", run_rank=3, config=_medfuzz_config, config_bounds_calls=True,
+    start_records=_medfuzz_start_records,
     roles=("attacker",), starts_first=True,
     lm_eval_family="medfuzz", lm_eval_options=_medfuzz_lm_eval_options, lm_eval_tasks=("medfuzz_{benchmark}",),
     lm_eval_input="fuzzed", lm_eval_prefix="medfuzz",

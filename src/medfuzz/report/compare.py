@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medfuzz.records.keys import METHOD_KEY
+from medfuzz.records.keys import METHOD_KEY, recorded_config
 from medfuzz.records.lm_eval_docs import versions_correct
 from medfuzz.report.format import html_page, markdown_tables, number, safe_cell
 from medfuzz.report.log_reader import collect_logs
@@ -121,10 +121,11 @@ def _tces_key(item_id: str, victim: Any, replacement: Any) -> Key:
 
 def _tces_inspect(log: Any, path: Path) -> AttackRun:
     metadata = log.eval.metadata or {}
-    sampler = str(metadata.get("sampler", "?"))
-    detail = {"pdws": f"n={metadata.get('n')}", "zoo": f"M={metadata.get('zoo_m')}"}.get(sampler, "")
-    group = (f"tces · {metadata.get('benchmark', '?')} · {metadata.get('entity', '?')} · {sampler} {detail}".strip()
-             + f" · B={metadata.get('budget')} · Inspect")
+    config = recorded_config(metadata)
+    sampler = str(config.get("sampler", "?"))
+    detail = {"pdws": f"n={config.get('n')}", "zoo": f"M={config.get('zoo_m')}"}.get(sampler, "")
+    group = (f"tces · {metadata.get('benchmark', '?')} · {config.get('entity', '?')} · {sampler} {detail}".strip()
+             + f" · B={config.get('budget')} · Inspect")
     run = AttackRun("tces", group, str(log.eval.model), "inspect", path)
     for sample in log.samples or []:
         score = (sample.scores or {}).get("tces_scorer")

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from medfuzz.records.keys import METHOD_KEY, method_of
+from medfuzz.records.keys import CONFIG_KEY, METHOD_KEY, method_of, recorded_config
 from medfuzz.records.methods import METHODS
 from medfuzz.report.format import Shown, display, html_page, markdown_tables, path_like, shown_path, table
 from medfuzz.report.outputs import write_text_atomically
@@ -192,10 +192,12 @@ def inspect_card(path: Path) -> RunCard | None:
         return None
     method = method_of(log.eval.metadata, log.eval.task)
     metadata = dict(log.eval.metadata or {})
-    nested = metadata.pop("medfuzz", None)
+    config = recorded_config(metadata)
+    for key in (CONFIG_KEY, "medfuzz"):  # the config, read once above (an older MedFuzz log's nested dict)
+        metadata.pop(key, None)
     max_calls = metadata.pop("max_calls", None)
     parameters = {**{k: v for k, v in metadata.items() if k not in (METHOD_KEY, "medguard")},
-                  **(nested if isinstance(nested, dict) else {}), **(log.eval.task_args or {})}
+                  **config, **(log.eval.task_args or {})}
     named = METHODS[method].key_parameters if method in METHODS else ()
     key = ", ".join(f"{k} {_short(parameters[k])}" for k in named if k in parameters)
     card = RunCard(method=method, title=f"{log.eval.task} · {log.eval.model}" + (f" · {key}" if key else ""),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from medfuzz.records.keys import method_of
+from medfuzz.records.keys import method_of, recorded_config
 from medfuzz.report.log_reader import read_log
 from medfuzz.scorers.medfuzz import SignificanceFamily, recorded_alpha, significance_family, totals
 from medfuzz.stats import attainability, guess_accuracy
@@ -45,7 +45,7 @@ def attacker_of(log: Any) -> str:
 
 def run_config(log: Any) -> dict[str, Any]:
     """The run's MedFuzz config as recorded in the task metadata (empty for logs without one)."""
-    return dict(((log.eval.metadata or {}).get("medfuzz")) or {})
+    return recorded_config(log.eval.metadata)
 
 
 def run_alpha(log: Any) -> float:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from medfuzz.records.keys import METHOD_KEY, MODEL_LABEL, SHARD_KEY, SUITE_KEY, method_of
+from medfuzz.records.keys import CONFIG_KEY, METHOD_KEY, MODEL_LABEL, SHARD_KEY, SUITE_KEY, method_of, recorded_config
 from medfuzz.records.lm_eval_docs import doc_results
 from medfuzz.report.format import MISSING, number
 from medfuzz.scorers.medguard import (
@@ -82,7 +82,7 @@ def results_from_inspect_log(log: Any) -> list[ItemResult]:
 
 # metadata that says which part of a run a log holds or where it came from, not how its items were built or
 # asked: logs that differ only here are parts of one run (one log per aspect task, a suite's label)
-NOT_SETTINGS = frozenset({"aspects", METHOD_KEY, "medguard", SUITE_KEY, SHARD_KEY,
+NOT_SETTINGS = frozenset({"aspects", METHOD_KEY, CONFIG_KEY, "medguard", SUITE_KEY, SHARD_KEY,
                           "medfuzz_merged_shards", "max_calls", "strategy", "version", "medguard_aspects",
                           MODEL_LABEL})
 
@@ -98,7 +98,7 @@ def _inspect_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]
         return None
     metadata = header.eval.metadata or {}
     strategy = metadata.get("strategy", "basic")
-    settings = {k: v for k, v in metadata.items() if k not in NOT_SETTINGS}
+    settings = {k: v for k, v in {**metadata, **recorded_config(metadata)}.items() if k not in NOT_SETTINGS}
     for role, config in (getattr(header.eval, "model_roles", None) or {}).items():  # the generator role
         settings[f"role {role}"] = str(getattr(config, "model", config))
     return str(header.eval.model), str(strategy), settings, results_from_inspect_log(path)

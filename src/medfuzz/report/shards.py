@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medfuzz.records.keys import METHOD_KEY, SHARD_KEY, SUITE_KEY
+from medfuzz.records.keys import METHOD_KEY, SHARD_KEY, SUITE_KEY, recorded_config
+from medfuzz.records.methods import METHODS
 from medfuzz.report.problems import Problems, describe
 
 MERGED_KEY = "medfuzz_merged_shards"  # a merged log's metadata: the shard count, the run's samples, the shard logs
@@ -109,29 +110,16 @@ def _usage_sum(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _run_start_records(log: Any, samples: int) -> dict[str, Any]:
-    """The records a run makes for its sample count when it starts (the call bound; MedFuzz's attainability),
-    recomputed for the whole run: a shard's are for its slice."""
+    """The records a run makes for its sample count when it starts (the call bound, and what its method's spec
+    adds, e.g. MedFuzz's attainability), recomputed for the whole run from its recorded config: a shard's are
+    for its slice. The same for every method whose config bounds its calls (``records.methods``)."""
     meta = log.eval.metadata or {}
-    records: dict[str, Any] = {}
-    if "max_calls" not in meta:
-        return records
-    method = meta.get(METHOD_KEY)
-    if method == "medfuzz":
-        from medfuzz.records.run_start import attainability_record
-        from medfuzz.solvers.medfuzz.config import MedFuzzConfig
-
-        config = MedFuzzConfig.from_options(**meta["medfuzz"])
-        records["attainability"] = attainability_record(config, samples)
-    elif method == "tces":
-        from dataclasses import fields
-
-        from medfuzz.solvers.tces.config import TCESConfig
-
-        config = TCESConfig.from_options(**{f.name: meta[f.name] for f in fields(TCESConfig) if f.name in meta})
-    else:
-        return records
-    records["max_calls"] = config.max_calls(samples)
-    return records
+    spec = METHODS.get(str(meta.get(METHOD_KEY)))
+    if "max_calls" not in meta or spec is None or spec.config is None or not spec.config_bounds_calls:
+        return {}
+    config = spec.config().from_options(**recorded_config(meta))
+    return {**(spec.start_records(config, samples) if spec.start_records else {}),
+            "max_calls": config.max_calls(samples)}
 
 
 def merge(shards: list[ShardLog]) -> Any:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz import stats
-from medfuzz.records.keys import METHOD_KEY
+from medfuzz.records.keys import METHOD_KEY, recorded_config
 from medfuzz.report.format import number
 from medfuzz.scorers.tces import TCESSummary, successes_by_budget, summarise
 
@@ -73,10 +73,11 @@ def read_tces_log(path: Path) -> TCESRun | None:
         return None
     records = [s.scores[SCORER].metadata["record"] for s in log.samples
                if s.scores and SCORER in s.scores and s.scores[SCORER].metadata]
+    config = recorded_config(metadata)
     return TCESRun(path=path, task=log.eval.task, benchmark=str(metadata.get("benchmark", "?")),
-                   entity=str(metadata.get("entity", "?")), sampler=str(metadata.get("sampler", "?")),
-                   n=float(metadata.get("n", 0.0)), budget=int(metadata.get("budget", 1)),
-                   zoo_m=int(metadata.get("zoo_m", 0)), embedding=str(metadata.get("embedding", "?")),
+                   entity=str(config.get("entity", "?")), sampler=str(config.get("sampler", "?")),
+                   n=float(config.get("n", 0.0)), budget=int(config.get("budget", 1)),
+                   zoo_m=int(config.get("zoo_m", 0)), embedding=str(config.get("embedding", "?")),
                    model=str(log.eval.model), records=records, created=str(log.eval.created or ""),
                    completed=str(getattr(log.stats, "completed_at", "") or ""),
                    written_ns=Path(path).stat().st_mtime_ns, sweep=metadata.get("medfuzz_sweep"),

@@ -39,6 +39,7 @@ import yaml
 from medfuzz.benchmarks import load_items
 from medfuzz.planted import PlantedSpec, PlantedTarget
 from medfuzz.validation.checks import Check, Size, binomial_power, exact_check, proportion_check, with_power
+from medfuzz.validation.read_back import terminal_numbers
 
 METHOD = "surfaces"
 SIZES: dict[str, int] = {"ci": 50, "full": 50}  # the bundled demo rows: every one at both sizes
@@ -153,18 +154,6 @@ def _card_metric(report: Path, harness: str, metric: str) -> dict[str, Any]:
     if len(found) != 1:
         raise RuntimeError(f"validate surfaces: {len(found)} {harness} {metric} metrics in the model card")
     return found[0]
-
-
-def terminal_numbers(paths: list[Path], harness: str, title: str) -> dict[str, str]:
-    """The terminal summary's lines of one result (``report.terminal.result_lines``, as ``medfuzz run`` prints
-    them): metric -> the text shown after its label."""
-    from medfuzz.report.labels import label
-    from medfuzz.report.terminal import first_screen_results, result_lines
-
-    [result] = [r for r in first_screen_results(paths) if r.harness == harness and r.title.startswith(title)]
-    lines = result_lines(result)
-    return {n.metric: line.split(label(n.metric), 1)[1].strip()
-            for n, line in zip(result.numbers, lines[1:], strict=False)}
 
 
 def inspect_checks(recount: Recount, log_path: Path, summary: dict[str, Any], report: Path,

@@ -205,7 +205,7 @@ def medguard_surfaces(size: str, spec: PlantedSpec) -> MedGuardSurfaces:
     """The real ``medfuzz/medguard`` task on the planted design, its report rendered, every surface read."""
     from medfuzz.report import render_all
     from medfuzz.tasks.inspect.planted_runs import medguard_log, scorer_metrics, stored_scores
-    from medfuzz.validation.surfaces import terminal_numbers
+    from medfuzz.validation.read_back import terminal_numbers
 
     n = ITEMS_PER_ASPECT[size]
     with tempfile.TemporaryDirectory(prefix="medfuzz-validate-medguard-") as tmp:

@@ -203,7 +203,7 @@ def tces_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> TCE
     from medfuzz.report import render_all
     from medfuzz.solvers.tces.config import TCESConfig
     from medfuzz.tasks.inspect.planted_runs import scorer_metrics, stored_scores, tces_log
-    from medfuzz.validation.surfaces import terminal_numbers
+    from medfuzz.validation.read_back import terminal_numbers
     from medfuzz.validation.tces import PLANS, Setup, accuracy_file, planted_wrong, simulate
 
     setup = Setup.build(replace(PLANS[size], items=ITEMS[size]), seed, spec)

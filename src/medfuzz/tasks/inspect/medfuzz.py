@@ -40,7 +40,7 @@ from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.prompts import format_question
 from medfuzz.benchmarks.registry import DEFAULT_BENCHMARK, Benchmark
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
-from medfuzz.records.keys import TRANSCRIPT_FIELDS
+from medfuzz.records.keys import CONFIG_KEY, TRANSCRIPT_FIELDS
 from medfuzz.records.run_start import attainability_record
 from medfuzz.scorers.medfuzz import recorded_alpha, score_item, significance_family, totals
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
@@ -421,7 +421,7 @@ def medfuzz_task(benchmark: str, selection: DataSelection, config: MedFuzzConfig
         early_stopping=RunChecks(llm_error_of_item, _announce(config)),
         metadata={"medfuzz_method": "medfuzz", **data, "pack": pack.name,
                   "pack_source": pack.source,
-                  "medfuzz": config.to_dict(),
+                  CONFIG_KEY: config.to_dict(),
                   # roles are bound at eval time: each sample's metadata and score config record the answer
                   "attacker_is_target": "the 'attacker' model role if given, else the target itself "
                                         "(unlike the paper, whose attacker was GPT-4)"},

@@ -17,6 +17,7 @@ from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_co
 from medfuzz.benchmarks import MCQItem
 from medfuzz.benchmarks.answers import answer_letter
 from medfuzz.models.failures import cap_reply
+from medfuzz.records.keys import CONFIG_KEY
 from medfuzz.scorers.medguard import (
     STATUS_ERROR,
     STATUS_GENERATOR_ERROR,
@@ -246,7 +247,7 @@ def medguard_task(config: MedGuardConfig) -> Task:
                  medguard_llm_error_rate()],
         config=default_generate_config().merge(GenerateConfig(temperature=config.temperature)),
         early_stopping=RunChecks(llm_error_of_sample),  # a run nothing answered ends as an error, with the cause
-        metadata={"medfuzz_method": "medguard", "medguard": True, **config.to_dict(), "aspects": chosen,
+        metadata={"medfuzz_method": "medguard", "medguard": True, CONFIG_KEY: config.to_dict(), "aspects": chosen,
                   "strategy": style.value},
     )
 

@@ -26,6 +26,7 @@ from medfuzz.adapters.inspect_model import InspectChatModel, default_generate_co
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.benchmarks.registry import DEFAULT_BENCHMARK, Benchmark
 from medfuzz.benchmarks.selection import DEFAULT, DataSelection
+from medfuzz.records.keys import CONFIG_KEY
 from medfuzz.scorers.tces import TCESSummary, summarise
 from medfuzz.solvers.tces.attack import TCESResources, attack_item, count_attackable
 from medfuzz.solvers.tces.config import TCESConfig
@@ -188,7 +189,7 @@ def tces_task(benchmark: str, selection: DataSelection, config: TCESConfig) -> T
         config=default_generate_config(),
         # the call bound is said (and recorded) when the run starts, for the run's own samples
         early_stopping=RunChecks(llm_error_of_item, partial(announce_max_calls, config)),
-        metadata={"medfuzz_method": "tces", **data, "attackable": attackable, **config.to_dict()},
+        metadata={"medfuzz_method": "tces", **data, "attackable": attackable, CONFIG_KEY: config.to_dict()},
     )
 
 
