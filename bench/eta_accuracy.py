@@ -26,8 +26,12 @@ from tests import suite_events  # noqa: E402
 
 
 def old_module(commit: str) -> types.ModuleType:
-    source = subprocess.run(["git", "show", f"{commit}:src/medfuzz/tasks/suite_progress.py"], cwd=ROOT,
-                            check=True, capture_output=True, text=True).stdout
+    for path in ("src/medfuzz/cli/suite/progress.py", "src/medfuzz/tasks/suite_progress.py"):  # moved since
+        shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
+    source = shown.stdout
     module = types.ModuleType("suite_progress_before")
     sys.modules[module.__name__] = module  # dataclasses look their module up
     exec(compile(source, "suite_progress_before.py", "exec"), module.__dict__)  # our own history, from git
@@ -35,7 +39,7 @@ def old_module(commit: str) -> types.ModuleType:
 
 
 def factory(sequence: suite_events.Sequence, module: Any, current: bool) -> Callable[[Callable[[], float]], Any]:
-    from medfuzz.tasks.suite import Bound
+    from medfuzz.cli.suite.plan import Bound
 
     bound = Bound({r.key: {"target": r.samples * r.bound_per_sample} for r in sequence.runs},
                   {r.key: r.samples for r in sequence.runs})
@@ -65,7 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--before", default="a3ea6d3", help="the commit whose estimator is 'before'")
     args = parser.parse_args()
-    import medfuzz.tasks.suite_progress as now
+    import medfuzz.cli.suite.progress as now
 
     before = old_module(args.before)
     print("ETA / real time left at 25 % | 50 % | 75 % of the calls (min-max over 3 seeds; within 2x: 0.5-2)\n")

@@ -82,7 +82,7 @@ def one_run(argv: list[str]) -> tuple[list[tuple[float, int, float, float, bool]
     """(time, calls, ETA now, ETA before, whether the line called the ETA known) at every event, and when the
     command started."""
     from medfuzz.cli import run as run_cli
-    from medfuzz.tasks import suite_progress
+    from medfuzz.cli.suite import progress as suite_progress
 
     records: list[tuple[float, int, float, float, bool]] = []
     refresh = suite_progress.SuiteProgress._refresh

@@ -1,4 +1,4 @@
-"""What MedFuzz's cost levels (``medfuzz run --level``: ``LEVELS`` in ``medfuzz.tasks.suite``) cost and what they
+"""What MedFuzz's cost levels (``medfuzz run --level``: ``LEVELS`` in ``medfuzz.cli.suite.plan``) cost and what they
 change statistically, measured with the real engine and scorer on planted models in-process.
 
 Per planted regime (null: delta = 0; a small effect; the bundled spec's effect) and per level: the up-front bound
@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from medfuzz.benchmarks.items import MCQItem
+from medfuzz.cli.suite.plan import LEVELS
 from medfuzz.models.protocol import ChatMessage, ChatModel, Generation
 from medfuzz.planted import PlantedSpec, planted_pair
 from medfuzz.planted.text import contains_phrase
@@ -47,7 +48,6 @@ from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.medfuzz.engine import MedFuzzEngine
 from medfuzz.solvers.medfuzz.results import ItemResult, Outcome
 from medfuzz.stats import adjust, significant
-from medfuzz.tasks.suite import LEVELS
 from medfuzz.validation import medfuzz as vm
 from medfuzz.validation.items import synthetic_items
 

@@ -1,4 +1,4 @@
-"""The cost estimate of ``medfuzz run`` (``medfuzz.tasks.suite_cost``) against planted runs: expected vs paid calls
+"""The cost estimate of ``medfuzz run`` (``medfuzz.cli.suite.cost``) against planted runs: expected vs paid calls
 per role (issue 37).
 
 Per level (``paper``, ``lean``: ``LEVELS[level]``'s MedFuzz settings, exemplars 0 as the synthetic items have no
@@ -84,15 +84,16 @@ def planted_run(level: str, regime: str, items: int, concurrency: int = 64) -> d
 
 
 def run_args(level: str) -> dict[str, Any]:
-    from medfuzz.tasks.suite import LEVELS
+    from medfuzz.cli.suite.plan import LEVELS
 
     return {**LEVELS[level].medfuzz, "exemplars": 0, "seed": 0}
 
 
 def estimates(level: str, pool: list[Any], known: dict[str, float]) -> tuple[Any, Any]:
     """(default estimate, estimate with ``known``) through ``suite_cost.estimate`` for a MedFuzz run on ``pool``."""
-    from medfuzz.tasks import suite, suite_cost
-    from medfuzz.tasks.suite import SuiteRun
+    from medfuzz.cli.suite import cost as suite_cost
+    from medfuzz.cli.suite import plan as suite
+    from medfuzz.cli.suite.plan import SuiteRun
 
     run = SuiteRun("medfuzz", "medfuzz", "medfuzz/medfuzz_medqa", run_args(level))
     built = [(run, _Task([_Sample({"item": item.to_record()}) for item in pool]))]
@@ -173,10 +174,11 @@ def suite_table(level: str, items: int, tces_items: int) -> None:
     import sys
     import tempfile
 
+    from medfuzz.cli.suite import cost as suite_cost
+    from medfuzz.cli.suite import plan as suite
+    from medfuzz.cli.suite.plan import SuitePlan
     from medfuzz.planted.server import launch
     from medfuzz.planted.spec import PlantedSpec
-    from medfuzz.tasks import suite, suite_cost
-    from medfuzz.tasks.suite import SuitePlan
 
     server = launch(PlantedSpec.load().with_target(data="demo"))
     try:

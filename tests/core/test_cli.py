@@ -81,8 +81,8 @@ def test_version_names_medfuzz_and_the_harnesses(capsys):
 
 
 def test_methods_errors_name_each_method_with_a_suggestion(tmp_path):
+    from medfuzz.cli.suite.plan import SuitePlan
     from medfuzz.options import ConfigError
-    from medfuzz.tasks.suite import SuitePlan
 
     with pytest.raises(ConfigError) as err:
         SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("basline", "tces", "foo"))

@@ -100,11 +100,11 @@ from medfuzz.scorers import medfuzz as scorer
 def late():
     from lm_eval.api import model
     from . import sibling
-RENDERERS = {"sweep": "medfuzz.tasks.tces_studies.sweep_report", "prose": "medfuzz is a package"}
+RENDERERS = {"sweep": "medfuzz.cli.suite.sweep_report", "prose": "medfuzz is a package"}
 '''
     found = imports_in(source, "medfuzz.solvers.tces.attack")
     assert {"inspect_ai.log", "medfuzz.scorers.medfuzz", "lm_eval.api", "medfuzz.solvers.tces.sibling",
-            "medfuzz.tasks.tces_studies.sweep_report"} <= found
+            "medfuzz.cli.suite.sweep_report"} <= found
     assert "medfuzz is a package" not in found
     assert layer_of("medfuzz.solvers.tces.attack") == "solvers" and layer_of("medfuzz.stats") == "stats"
 

@@ -83,7 +83,7 @@ def test_the_data_options_are_the_data_selection_and_its_seed() -> None:
 
 
 def test_the_plan_runs_bounds_and_hands_lm_eval_the_new_method(probe: Method, tmp_path: Path) -> None:
-    from medfuzz.tasks.suite import SuitePlan, bound, build_tasks, lm_eval_tasks
+    from medfuzz.cli.suite.plan import SuitePlan, bound, build_tasks, lm_eval_tasks
 
     plan = SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("medguard", "probe", "baseline"), level="quick",
                      limit=3, options={"probe_window": 40, "seed": 2})
@@ -101,8 +101,8 @@ def test_the_plan_runs_bounds_and_hands_lm_eval_the_new_method(probe: Method, tm
 
 
 def test_both_harnesses_check_the_new_methods_options(probe: Method, tmp_path: Path) -> None:
+    from medfuzz.cli.suite.plan import SuitePlan
     from medfuzz.tasks.lm_eval.hook_options import read_options
-    from medfuzz.tasks.suite import SuitePlan
 
     with pytest.raises(ConfigError, match=r"did you mean 'probe_window'"):
         SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("probe",), options={"probe_windw": 1}).check_options()
@@ -123,7 +123,7 @@ def test_medfuzz_run_runs_summarises_and_reports_the_new_method(probe: Method, t
                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     from medfuzz.cli.run import execute
-    from medfuzz.tasks.suite import SuitePlan
+    from medfuzz.cli.suite.plan import SuitePlan
 
     for name, value in planted.inspect_env().items():
         monkeypatch.setenv(name, value)
@@ -153,7 +153,7 @@ def test_the_builtin_tasks_are_built_without_inspects_registry_lookup(tmp_path, 
     lookup of ``medfuzz/medqa_clean`` failed (``medfuzz run`` stopped before its first call)."""
     import inspect_ai.util
 
-    from medfuzz.tasks.suite import SuitePlan, build_tasks
+    from medfuzz.cli.suite.plan import SuitePlan, build_tasks
 
     def no_lookup(*args, **kwargs):
         raise LookupError("not in Inspect's registry")

@@ -143,7 +143,7 @@ def test_medfuzz_run_passes_its_model_to_the_lm_eval_half(tmp_path: Path, monkey
     """The lm-eval command ``medfuzz run`` starts carries the Inspect model as ``medfuzz_model`` in --metadata."""
     import subprocess
 
-    from medfuzz.tasks.suite import LmEvalPlan, SuitePlan, run_lm_eval
+    from medfuzz.cli.suite.plan import LmEvalPlan, SuitePlan, run_lm_eval
 
     commands: list[list[str]] = []
 

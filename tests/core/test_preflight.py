@@ -1,5 +1,5 @@
-"""The checks ``medfuzz run`` makes before its first paid call (``medfuzz.tasks.preflight``) and the helpers of
-its stop logic (``medfuzz.tasks.run_stop``), in-process against the planted server and a closed port."""
+"""The checks ``medfuzz run`` makes before its first paid call (``medfuzz.cli.suite.preflight``) and the helpers of
+its stop logic (``medfuzz.cli.suite.stop``), in-process against the planted server and a closed port."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.planted.server import PlantedServer
-from medfuzz.tasks.preflight import (
+from medfuzz.cli.suite.preflight import (
     PreflightError,
     check_endpoint,
     check_inspect_models,
     check_lm_eval,
     endpoint_for,
 )
-from medfuzz.tasks.run_stop import FolderBusy, config_failure_of, error_text, folder_lock
+from medfuzz.cli.suite.stop import FolderBusy, config_failure_of, error_text, folder_lock
+from medfuzz.planted.server import PlantedServer
 
 
 def closed_port() -> int:
@@ -116,7 +116,7 @@ def test_an_error_recorded_as_a_repr_is_shown_as_text() -> None:
 
 def test_the_folder_lock_refuses_a_second_holder_and_is_released(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    code = ("import sys; from pathlib import Path; from medfuzz.tasks.run_stop import folder_lock\n"
+    code = ("import sys; from pathlib import Path; from medfuzz.cli.suite.stop import folder_lock\n"
             "try:\n    folder_lock(Path(sys.argv[1])).__enter__()\nexcept Exception as e:\n    print(e); sys.exit(3)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
                                                         os.environ.get("PYTHONPATH", "")])}

@@ -170,7 +170,7 @@ def test_compare_names_an_unreadable_log_and_exits_1(logs: dict[str, Path], tmp_
 def _shards(folder: Path, tasks: list) -> list[Path]:
     from inspect_ai import eval as inspect_eval
 
-    from medfuzz.tasks.suite import shard_task
+    from medfuzz.tasks.inspect.shards import shard_task
     from tests.scripted_inspect import SCRIPT
 
     paths = []

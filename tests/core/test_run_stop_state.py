@@ -1,4 +1,4 @@
-"""``medfuzz.tasks.run_stop`` leaves nothing behind: a command run in-process (a notebook, the test suite) ends
+"""``medfuzz.cli.suite.stop`` leaves nothing behind: a command run in-process (a notebook, the test suite) ends
 with the process's own signal handlers and a fresh ``STOP``, so a later Inspect eval in the same process is not
 cancelled by a configuration failure read as an interrupt, and asyncio gets its graceful SIGINT handling back."""
 
@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from medfuzz.tasks import run_stop
+from medfuzz.cli.suite import stop as run_stop
 
 
 def test_a_command_that_ran_its_eval_set_leaves_the_handlers_and_the_state_as_it_found_them() -> None:

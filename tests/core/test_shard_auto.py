@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from medfuzz.cli.suite.shard import parse_shard
 from medfuzz.errors import MedfuzzError
-from medfuzz.tasks.suite_shard import parse_shard
 
 SCHEDULER_VARIABLES = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
                        "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_STEP", "JOB_COMPLETION_INDEX", "MEDFUZZ_SHARD_COUNT")

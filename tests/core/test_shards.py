@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from medfuzz.cli.suite.plan import SuitePlan, build_tasks
 from medfuzz.errors import MedfuzzError
 from medfuzz.options import ConfigError
-from medfuzz.tasks.suite import SHARD_KEY, SuitePlan, build_tasks, shard_range
+from medfuzz.records.keys import SHARD_KEY
+from medfuzz.tasks.inspect.shards import shard_range
 
 
 @pytest.mark.parametrize("total", [0, 1, 2, 5, 7, 13, 1273])
@@ -25,7 +27,7 @@ def test_the_slices_cover_every_sample_once_in_order_and_differ_by_at_most_one(t
 
 
 def test_shard_option_is_checked() -> None:
-    from medfuzz.tasks.suite_shard import shard_pair as _shard
+    from medfuzz.cli.suite.shard import shard_pair as _shard
 
     assert _shard("2/4") == (2, 4) and _shard(None) is None
     with pytest.raises(MedfuzzError, match="expected K/N"):
@@ -60,7 +62,7 @@ def _shard_logs(folder: Path, n: int, replies: list[str], shards: tuple[int, ...
     from inspect_ai import eval as inspect_eval
 
     from medfuzz.tasks.inspect.baselines import medqa_clean
-    from medfuzz.tasks.suite import shard_task
+    from medfuzz.tasks.inspect.shards import shard_task
     from tests.scripted_inspect import SCRIPT
 
     paths = []

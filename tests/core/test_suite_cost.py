@@ -1,4 +1,4 @@
-"""The cost estimate ``medfuzz run`` prints beside its bound (``medfuzz.tasks.suite_cost``): its arithmetic pinned
+"""The cost estimate ``medfuzz run`` prints beside its bound (``medfuzz.cli.suite.cost``): its arithmetic pinned
 against values computed by hand for small settings, so that an estimate that ignored the control policy, the
 replicates, the turns or the p-hat prompt fails here; its options; and the dry run that prints it without paying
 for TCES's vocabulary vectors. How close it comes to planted runs is measured by bench/suite_cost_estimate.py
@@ -13,12 +13,8 @@ from pathlib import Path
 import pytest
 
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.options import ConfigError
-from medfuzz.solvers.medfuzz.config import MedFuzzConfig
-from medfuzz.solvers.medfuzz.prompts import load_pack
-from medfuzz.solvers.tces.config import TCESConfig
-from medfuzz.tasks import suite_cost
-from medfuzz.tasks.suite_cost import (
+from medfuzz.cli.suite import cost as suite_cost
+from medfuzz.cli.suite.cost import (
     SCENARIOS,
     MedFuzzShapes,
     controls_scored,
@@ -27,6 +23,10 @@ from medfuzz.tasks.suite_cost import (
     tces_costs,
     turns_reached,
 )
+from medfuzz.options import ConfigError
+from medfuzz.solvers.medfuzz.config import MedFuzzConfig
+from medfuzz.solvers.medfuzz.prompts import load_pack
+from medfuzz.solvers.tces.config import TCESConfig
 
 ITEM = MCQItem(id="q1", question="A 40-year-old man has a cough. Which drug is best?",
                options={"A": "aspirin", "B": "ibuprofen", "C": "metformin", "D": "insulin"}, answer="A")
@@ -142,8 +142,8 @@ def test_expect_and_price_options() -> None:
         with pytest.raises(ConfigError, match="--price"):
             suite_cost.parse_prices([bad])
     # declared once, on RunOptions: the generated parser takes them
+    from medfuzz.cli.suite.run import RunOptions
     from medfuzz.options import add_flags, flag_values
-    from medfuzz.tasks.suite_run import RunOptions
 
     parser = argparse.ArgumentParser()
     add_flags(parser, RunOptions)
@@ -153,7 +153,7 @@ def test_expect_and_price_options() -> None:
 
 
 def plan(out: Path, **changes: object) -> object:
-    from medfuzz.tasks.suite import SuitePlan
+    from medfuzz.cli.suite.plan import SuitePlan
 
     return SuitePlan(**{"model": "openai-api/vllm/m", "out": out, "level": "quick", "data": "demo",
                         "methods": ("baseline", "medfuzz", "medguard"), "limit": 2, **changes})
@@ -162,7 +162,7 @@ def plan(out: Path, **changes: object) -> object:
 def test_the_estimate_follows_the_bound_and_prices_the_roles(tmp_path: Path) -> None:
     """Over the plan's built tasks: one estimate per run the bound names; one answer per sample exactly as the
     bound; the attacker's roles priced at the attacker's price, the rest at the target's."""
-    from medfuzz.tasks import suite
+    from medfuzz.cli.suite import plan as suite
 
     chosen = plan(tmp_path, attacker="openai-api/vllm/att")
     built = suite.build_tasks(chosen, planning=True)
@@ -195,7 +195,7 @@ def test_a_planned_tces_task_embeds_nothing(tmp_path: Path, monkeypatch: pytest.
     """The dry run builds every task for a plan: the TCES solver does not build its resources (the encoder and the
     vocabulary's vectors: about a minute on an empty cache), the run's samples are the same, and the estimate
     counts the attackable items from the vocabulary alone."""
-    from medfuzz.tasks import suite
+    from medfuzz.cli.suite import plan as suite
     from medfuzz.tasks.inspect import tces
 
     def refuse(*args: object) -> None:

@@ -13,8 +13,8 @@ from tests import suite_events
 
 
 def progress_for(sequence: suite_events.Sequence) -> Callable[[Callable[[], float]], object]:
-    from medfuzz.tasks.suite import Bound
-    from medfuzz.tasks.suite_progress import SuiteProgress
+    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.progress import SuiteProgress
 
     bound = Bound({r.key: {"target": r.samples * r.bound_per_sample} for r in sequence.runs},
                   {r.key: r.samples for r in sequence.runs})
@@ -37,8 +37,8 @@ def test_the_expected_calls_count_in_flight_samples_half_and_pool_a_methods_runs
     samples of bound 10) takes that share: 10 x 10 x 1/20 = 5 calls; c (another method, one call a sample)
     keeps its bound; d (an attack method not yet observed, 5 samples of bound 8) takes the share the adaptive
     runs used: 5 x 8 x 1/20 = 2 calls."""
-    from medfuzz.tasks.suite import Bound
-    from medfuzz.tasks.suite_progress import ADAPTIVE, SuiteProgress
+    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.progress import ADAPTIVE, SuiteProgress
 
     now = [0.0]
     bound = Bound({"a": {"target": 400}, "b": {"target": 100}, "c": {"target": 7}, "d": {"target": 40}},
@@ -68,8 +68,8 @@ def test_the_call_rate_is_the_later_half_of_the_time_since_the_first_task() -> N
     """10 calls at 1 a second, then 40 at 4 a second: at t = 20 the later half [10, 20] holds the call at 10 and
     the 40 fast ones, 41 calls in 10 s (the whole run's 50 / 20 = 2.5 a second would be the slow start's pace);
     with fewer than 20 calls in that half, the whole time since the first task."""
-    from medfuzz.tasks.suite import Bound
-    from medfuzz.tasks.suite_progress import SuiteProgress
+    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.progress import SuiteProgress
 
     now = [0.0]
     progress = SuiteProgress(Bound({"a": {"target": 100}}, {"a": 10}), show=False, clock=lambda: now[0])
@@ -85,8 +85,8 @@ def test_the_call_rate_is_the_later_half_of_the_time_since_the_first_task() -> N
 
 
 def test_a_retried_run_forgets_the_samples_its_failed_attempt_had_in_flight() -> None:
-    from medfuzz.tasks.suite import Bound
-    from medfuzz.tasks.suite_progress import SuiteProgress
+    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.progress import SuiteProgress
 
     progress = SuiteProgress(Bound({"a": {"target": 100}}, {"a": 10}), show=False, clock=lambda: 0.0)
     progress.task_started("first", "a", 10)
@@ -102,9 +102,9 @@ def test_the_terminal_bar_shows_this_eta_where_tqdm_would_show_its_own(monkeypat
     import io
     import sys
 
-    from medfuzz.tasks.heartbeat import eta_text
-    from medfuzz.tasks.suite import Bound
-    from medfuzz.tasks.suite_progress import SuiteProgress
+    from medfuzz.cli.suite.heartbeat import eta_text
+    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.progress import SuiteProgress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -128,7 +128,7 @@ def test_the_terminal_bar_shows_this_eta_where_tqdm_would_show_its_own(monkeypat
 def test_a_heartbeat_prints_while_a_silent_step_runs_and_stops_with_it(capsys: pytest.CaptureFixture[str]) -> None:
     import time
 
-    from medfuzz.tasks.heartbeat import Heartbeat
+    from medfuzz.cli.suite.heartbeat import Heartbeat
 
     with Heartbeat(lambda: "medfuzz run: working", interval=0.02):
         time.sleep(0.3)
@@ -149,8 +149,8 @@ def test_without_a_terminal_the_inspect_half_prints_a_line_even_when_no_call_end
         capsys: pytest.CaptureFixture[str]) -> None:
     import time
 
-    from medfuzz.tasks.suite import Bound
-    from medfuzz.tasks.suite_progress import SuiteProgress
+    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.progress import SuiteProgress
 
     with SuiteProgress(Bound({"a": {"target": 100}}, {"a": 10}), line_interval=0.02):
         time.sleep(0.2)  # an endpoint taking its time: no event at all
@@ -161,7 +161,7 @@ def test_without_a_terminal_the_inspect_half_prints_a_line_even_when_no_call_end
 def test_the_lm_eval_half_line_reads_lm_eval_s_own_progress(tmp_path: Path) -> None:
     import time
 
-    from medfuzz.tasks.heartbeat import lm_eval_status
+    from medfuzz.cli.suite.heartbeat import lm_eval_status
 
     out = tmp_path / "lm-eval.out"
     assert lm_eval_status(out, time.monotonic()).startswith("medfuzz run: lm-eval half: loading the model")
@@ -193,8 +193,8 @@ def test_a_known_eta_is_within_twice_the_time_left_and_an_unknown_one_says_so(na
 
 
 def test_the_line_says_when_the_eta_is_not_yet_known() -> None:
-    from medfuzz.tasks.suite import Bound
-    from medfuzz.tasks.suite_progress import SuiteProgress
+    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.progress import SuiteProgress
 
     now = [0.0]
     progress = SuiteProgress(Bound({"m": {"target": 1000}}, {"m": 3}), show=False, clock=lambda: now[0])

@@ -1,4 +1,4 @@
-"""``run_suite_plan`` (``medfuzz.tasks.suite_run``): a user error comes back as one line in the outcome, never as
+"""``run_suite_plan`` (``medfuzz.cli.suite.run``): a user error comes back as one line in the outcome, never as
 ``SystemExit``, and a dry run writes nothing. What the suite prints and writes on a real run is pinned through the
 CLI by ``tests/faults/test_run_lifecycle.py`` and ``tests/e2e/test_first_real_run.py``."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.tasks.suite import SuitePlan
-from medfuzz.tasks.suite_run import RunOptions, run_suite_plan
+from medfuzz.cli.suite.plan import SuitePlan
+from medfuzz.cli.suite.run import RunOptions, run_suite_plan
 
 
 def never(*args: object) -> None:
@@ -68,7 +68,7 @@ def test_a_failed_preflight_leaves_nothing_behind(tmp_path: Path, monkeypatch: p
 def test_an_unwritable_or_full_out_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from medfuzz.tasks import suite
+    from medfuzz.cli.suite import plan as suite
 
     out = Path("/sys/medfuzz-test-out")  # not writable, even by root (EPERM)
     done = run_suite_plan(small(out), RunOptions(preflight=False), never, never)

@@ -209,7 +209,7 @@ def test_a_dead_or_misconfigured_endpoint_stops_in_seconds_with_one_line(schedul
 
 
 def test_a_second_run_into_the_same_folder_refuses_at_once(planted, tmp_path: Path) -> None:
-    from medfuzz.tasks.run_stop import folder_lock
+    from medfuzz.cli.suite.stop import folder_lock
 
     out = tmp_path / "out"
     with folder_lock(out):

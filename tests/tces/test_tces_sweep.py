@@ -1,4 +1,4 @@
-"""``medfuzz sweep tces`` (medfuzz.tasks.tces_studies.sweep) and its report (medfuzz.report.sweep), in
+"""``medfuzz sweep tces`` (medfuzz.cli.suite.sweep) and its report (medfuzz.report.sweep), in
 process: the grid, the eval_set resumption, the figure data against numbers counted by hand from the logs,
 duplicate runs."""
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from medfuzz.cli.suite.sweep import TCESSweep, cli_value, parse_grid
 from medfuzz.options import ConfigError
-from medfuzz.tasks.tces_studies.sweep import TCESSweep, cli_value, parse_grid
 
 PNG = b"\x89PNG\r\n\x1a\n"
 needs_extras = pytest.mark.skipif(
@@ -128,7 +128,7 @@ def _logs(folder: Path) -> dict[str, Path]:
 
 @needs_extras
 def test_eval_set_resumes_only_what_is_missing(fixtures: Path, tmp_path: Path, rule_model: str) -> None:
-    from medfuzz.tasks.tces_studies.sweep import run_sweep
+    from medfuzz.cli.suite.sweep import run_sweep
 
     sweep = _sweep(fixtures)
     first = run_sweep(sweep, rule_model, tmp_path, display="none", retry_attempts=0)
@@ -179,11 +179,11 @@ def test_figure_data_against_the_logs(fixtures: Path, tmp_path: Path, rule_model
     from inspect_ai import eval as inspect_eval
     from statsmodels.stats.proportion import proportion_confint
 
+    from medfuzz.cli.suite.sweep import run_sweep
     from medfuzz.report import render_all
     from medfuzz.report.sweep import sweep_points
     from medfuzz.report.tces import read_tces_log
     from medfuzz.tasks.inspect.tces import tces
-    from medfuzz.tasks.tces_studies.sweep import run_sweep
 
     logs = tmp_path / "logs"
     sweep = _sweep(fixtures)

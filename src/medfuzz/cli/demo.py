@@ -34,7 +34,7 @@ class DemoPlan:
 def suite_plan(plan: DemoPlan) -> Any:
     """The demo as a ``medfuzz run``: the embedded model, the template attacker, level demo (quick: level
     quick) on the bundled items; ``--limit`` sets the clean baseline's items."""
-    from medfuzz.tasks.suite import EMBEDDED, TEMPLATE_ATTACKER, SuitePlan
+    from medfuzz.cli.suite.plan import EMBEDDED, TEMPLATE_ATTACKER, SuitePlan
 
     return SuitePlan(model=EMBEDDED, out=plan.out, attacker=TEMPLATE_ATTACKER, level="quick" if plan.quick else "demo",
                      data="demo", limits={"baseline": plan.limit} if plan.limit else {})
@@ -53,7 +53,7 @@ def run_demo(plan: DemoPlan) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from medfuzz.tasks import run_stop
+    from medfuzz.cli.suite import stop as run_stop
 
     # one interrupt stops the demo as it stops medfuzz run (and its server: no orphan)
     plan = DemoPlan(out=Path(args.out).resolve(), threads=args.threads, limit=args.limit, quick=args.quick)

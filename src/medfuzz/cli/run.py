@@ -1,4 +1,4 @@
-"""``medfuzz run``: the robustness suite on any model the harnesses support (``medfuzz.tasks.suite``).
+"""``medfuzz run``: the robustness suite on any model the harnesses support (``medfuzz.cli.suite.plan``).
 
     medfuzz run --model embedded --attacker template --level demo --data demo --out medfuzz-demo
     medfuzz run --model openai-api/vllm/my-model --attacker openai/gpt-4o --data hf --limit 100 --out runs/my-model
@@ -17,14 +17,14 @@ from medfuzz.errors import MedfuzzError
 
 
 def plan_from(args: argparse.Namespace) -> Any:
-    from medfuzz.tasks.suite import SuitePlan
+    from medfuzz.cli.suite.plan import SuitePlan
 
     return SuitePlan.from_arguments(args)
 
 
 def execute(plan: Any, **how: Any) -> Any:
     """``run_suite_plan`` with ``RunOptions(**how)``, this command's summary and its report page (``report``)."""
-    from medfuzz.tasks.suite_run import RunOptions, run_suite_plan
+    from medfuzz.cli.suite.run import RunOptions, run_suite_plan
 
     return run_suite_plan(plan, RunOptions(**how), summary_lines=_summary_lines, write_report=_write_report)
 
@@ -43,14 +43,14 @@ def _write_report(folders: list[Path], out: Path) -> tuple[Path | None, list[str
 
 
 def _run(args: argparse.Namespace) -> int:
-    from medfuzz.tasks import run_stop
+    from medfuzz.cli.suite import stop as run_stop
 
     return run_stop.run_stoppable(lambda: _run_installed(args), "medfuzz run")
 
 
 def _run_installed(args: argparse.Namespace) -> int:
+    from medfuzz.cli.suite.run import RunOptions
     from medfuzz.options import flag_values
-    from medfuzz.tasks.suite_run import RunOptions
 
     try:
         plan = plan_from(args)
@@ -67,9 +67,9 @@ def _run_installed(args: argparse.Namespace) -> int:
 
 def add_parser(commands: Any) -> None:
     """What to run (``SuitePlan``'s fields), then how (``RunOptions``'): every option is declared on its field."""
+    from medfuzz.cli.suite.plan import SuitePlan
+    from medfuzz.cli.suite.run import RunOptions
     from medfuzz.options import add_flags
-    from medfuzz.tasks.suite import SuitePlan
-    from medfuzz.tasks.suite_run import RunOptions
 
     run = commands.add_parser(
         "run", help="the robustness suite (clean, TCES, MedGuard, MedFuzz) on one model as one resumable "

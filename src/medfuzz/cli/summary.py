@@ -66,9 +66,9 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
     (the method's own words where ``TITLES`` has them), then each result's numbers as the report's first screen
     shows them (``result_lines``) and what a method adds in words (``WORDS``). A block starts with its blank
     line."""
+    from medfuzz.cli.suite.plan import EMBEDDED
     from medfuzz.records.locations import local_path
     from medfuzz.records.methods import METHODS, suite_order
-    from medfuzz.tasks.suite import EMBEDDED
 
     embedded = plan.model == EMBEDDED
     name = "SmolLM2-135M-Instruct (embedded)" if embedded else model
@@ -124,7 +124,7 @@ def _medguard_title(done: Finished) -> str:
 
 
 def _medfuzz_title(done: Finished) -> str:
-    from medfuzz.tasks.suite import TEMPLATE_ATTACKER
+    from medfuzz.cli.suite.plan import TEMPLATE_ATTACKER
 
     log = done.logs.get("medfuzz")
     if log is None:

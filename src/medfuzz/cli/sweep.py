@@ -1,5 +1,5 @@
 """``medfuzz sweep tces``: the TCES n-sweep and DiscreteZOO M study as one resumable Inspect eval set
-(``medfuzz.tasks.tces_studies.sweep``); ``medfuzz.cli`` registers this parser."""
+(``medfuzz.cli.suite.sweep``); ``medfuzz.cli`` registers this parser."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from medfuzz.tasks.tces_studies.sweep import TCESSweep, cli_value, parse_grid
+    from medfuzz.cli.suite.sweep import TCESSweep, cli_value, parse_grid
 
     options = {name: cli_value(value) for name, value in _pairs(args.task_args, "-T").items()}
     for name in ("data", "split", "limit", "columns", "data_name"):
@@ -37,7 +37,7 @@ def _run(args: argparse.Namespace) -> int:
         roles = [f"{k}={v}" for k, v in _pairs(args.model_role, "--model-role").items()]
         print("\n".join(sweep.commands(args.model, args.log_dir, roles)))
         return 0
-    from medfuzz.tasks.tces_studies.sweep import run_sweep
+    from medfuzz.cli.suite.sweep import run_sweep
 
     runs = sweep.runs()
     print(f"sweep {sweep.name}: {len(runs)} runs ({len(sweep.entities)} entity type(s) × "

@@ -1,6 +1,6 @@
 """Shards of one run merged into one run before any statistic.
 
-``medfuzz run --shard K/N`` runs the K-th of N contiguous slices of every run's samples (``tasks.suite.
+``medfuzz run --shard K/N`` runs the K-th of N contiguous slices of every run's samples (``tasks.inspect.shards.
 shard_task``), one process or machine per shard, each with its own output folder. Each shard's log records its
 slice in the task metadata (``medfuzz_shard``: index, count, the whole run's sample count and the slice's
 [start, end)). Here the N logs of one run (same task, task args, model, model roles and suite label) become one

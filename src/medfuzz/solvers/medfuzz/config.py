@@ -159,7 +159,7 @@ class MedFuzzConfig(MethodConfig):
 
     def control_schedule(self) -> ControlSchedule:
         """A fresh schedule of one attack's control loop (Algorithm 2) under these settings: the one the engine
-        runs (``controls.test_attack``) and the one the suite's cost estimate replays (``tasks.suite_cost``)."""
+        runs (``controls.test_attack``) and the one the suite's cost estimate replays (``cli.suite.cost``)."""
         return ControlSchedule(limit=self.max_controls, stop_at=self.stop_exceedances,
                                min_controls=self.min_usable_controls, batch=self.control_batch,
                                sequential=self.controls_policy == "sequential")

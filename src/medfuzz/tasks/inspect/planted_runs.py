@@ -46,7 +46,7 @@ def clean_baseline_logs(spec: PlantedSpec, limit: int, folder: Path, shards: int
     """The clean baseline on the bundled demo rows against the planted server: the whole run's log, and the
     logs of the same run as ``shards`` shards (``shard_task``, what ``medfuzz run --shard K/N`` runs)."""
     from medfuzz.tasks.inspect.baselines import medqa_clean  # type: ignore[attr-defined]  (made per benchmark)
-    from medfuzz.tasks.suite import shard_task
+    from medfuzz.tasks.inspect.shards import shard_task
 
     server = launch(spec)
     logs = []

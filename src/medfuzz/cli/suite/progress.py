@@ -35,8 +35,8 @@ from typing import Any
 
 from inspect_ai.hooks import Hooks, ModelUsageData, SampleEnd, SampleStart, TaskStart, hooks
 
-from medfuzz.tasks.heartbeat import Heartbeat, eta_text
-from medfuzz.tasks.suite import SUITE_KEY, Bound, SuiteRun, run_key
+from medfuzz.cli.suite.heartbeat import Heartbeat, eta_text
+from medfuzz.cli.suite.plan import SUITE_KEY, Bound, SuiteRun, run_key
 
 _active: SuiteProgress | None = None
 

@@ -473,7 +473,7 @@ def estimate(built: Sequence[tuple[Any, Any]], bound: Any, models: Sequence[str]
              known: Mapping[str, float] | None = None, max_tokens: int | None = None) -> SuiteEstimate:
     """The expected cost of the runs ``suite.bound`` bounded (``built``: (run, task) pairs; ``bound``: its
     ``Bound``, whose keys this follows); ``max_tokens``: the level's generate cap of plain answers."""
-    from medfuzz.tasks.suite import method_config, run_key
+    from medfuzz.cli.suite.plan import method_config, run_key
 
     assumed = scenarios(known)
     runs: list[RunEstimate] = []

@@ -137,7 +137,7 @@ def _check_by_call(endpoint: Endpoint, timeout: float) -> str:
 
 def check_inspect_models(models: Sequence[str], timeout: float = TIMEOUT) -> list[str]:
     """Every Inspect model of the run (targets and roles), once each: a line per model on what was checked."""
-    from medfuzz.tasks.suite import SELF_HOSTED
+    from medfuzz.cli.suite.plan import SELF_HOSTED
 
     lines = []
     for model in dict.fromkeys(models):

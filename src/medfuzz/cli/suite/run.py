@@ -7,7 +7,7 @@ is its parser and its exit.
 The summary and the report are written by the layers above this one (``medfuzz.cli.summary``,
 ``medfuzz.report``), which the tasks layer never imports: the caller hands them in (``summary_lines``,
 ``write_report``), and they run inside the stop handling like every other step, so an interrupt while the report
-is written stops the command as one during a run does (``medfuzz.tasks.run_stop``).
+is written stops the command as one during a run does (``medfuzz.cli.suite.stop``).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medfuzz.cli.suite import cost as suite_cost
+from medfuzz.cli.suite import plan as suite
+from medfuzz.cli.suite.plan import SuitePlan
 from medfuzz.errors import MedfuzzError
 from medfuzz.options import ConfigError, flag
 from medfuzz.records.methods import METHODS
-from medfuzz.tasks import suite, suite_cost
-from medfuzz.tasks.suite import SuitePlan
 
 # (plan, the suite label -> its finished run's log header, the lm-eval folder or None, the model) -> its lines
 SummaryLines = Callable[[SuitePlan, Mapping[str, Any], Path | None, str], list[str]]
@@ -99,7 +100,7 @@ def run_suite_plan(plan: SuitePlan, how: RunOptions | None = None, summary_lines
                    write_report: ReportWriter | None = None) -> RunOutcome:
     """Run the suite, then lm-eval when asked, then the summary and the report when given (``write_report`` is
     called unless ``how.report`` is false). The embedded server is started here and stopped on leaving (also on
-    Ctrl-C / SIGTERM / SIGHUP: ``medfuzz.tasks.run_stop``). A user error (bad data or options, a model that does
+    Ctrl-C / SIGTERM / SIGHUP: ``medfuzz.cli.suite.stop``). A user error (bad data or options, a model that does
     not answer, a busy folder, Inspect's own prerequisite errors) comes back as ``RunOutcome.error``; an
     interrupt as exit code 130."""
     from inspect_ai._util.error import PrerequisiteError
@@ -112,13 +113,13 @@ def run_suite_plan(plan: SuitePlan, how: RunOptions | None = None, summary_lines
     except (*USER_ERRORS, MedfuzzError) as err:
         return RunOutcome(1, error=str(err))
     except OSError as err:  # a read-only, unwritable or full --out: one line (finished work is kept)
-        from medfuzz.tasks.run_stop import WRITE_ERRNOS, unwritable
+        from medfuzz.cli.suite.stop import WRITE_ERRNOS, unwritable
 
         if err.errno not in WRITE_ERRNOS or not _under(plan.out, err):
             raise
         return RunOutcome(1, error=unwritable(plan.out, err))
     except PrerequisiteError as err:  # Inspect's own (a missing API key, an unknown provider): its message alone
-        from medfuzz.tasks.preflight import prerequisite_text
+        from medfuzz.cli.suite.preflight import prerequisite_text
 
         return RunOutcome(1, error=prerequisite_text(err))
     except ValueError as err:  # Inspect's get_model names an unknown provider with a bare ValueError
@@ -140,7 +141,7 @@ def _under(out: Path, err: OSError) -> bool:
 
 def _stoppable(plan: SuitePlan, how: RunOptions, summary_lines: SummaryLines | None,
                write_report: ReportWriter | None) -> RunOutcome:
-    from medfuzz.tasks.run_stop import folder_lock
+    from medfuzz.cli.suite.stop import folder_lock
 
     started = time.monotonic()
     lm = suite.LmEvalPlan.parse(how.lm_eval, how.threads) if how.lm_eval else None
@@ -213,7 +214,7 @@ def _estimate(plan: SuitePlan, built: list[tuple[suite.SuiteRun, Any]], bound: s
 
 
 def _preflight(plan: SuitePlan, lm: suite.LmEvalPlan | None) -> None:
-    from medfuzz.tasks import preflight
+    from medfuzz.cli.suite import preflight
 
     models = [m for m in (*plan.models, *plan.model_roles().values()) if m != suite.EMBEDDED]
     lines = preflight.check_inspect_models(models)
@@ -225,9 +226,9 @@ def _preflight(plan: SuitePlan, lm: suite.LmEvalPlan | None) -> None:
 
 def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, started: float,
              summary_lines: SummaryLines | None, write_report: ReportWriter | None) -> RunOutcome:
-    from medfuzz.tasks.heartbeat import Heartbeat, elapsed_line
-    from medfuzz.tasks.run_stop import STOP
-    from medfuzz.tasks.suite_progress import SuiteProgress, run_methods
+    from medfuzz.cli.suite.heartbeat import Heartbeat, elapsed_line
+    from medfuzz.cli.suite.progress import SuiteProgress, run_methods
+    from medfuzz.cli.suite.stop import STOP
 
     phase("start-up", f"{plan.out}")
     _header(plan)
@@ -296,7 +297,7 @@ def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, star
 
 def _unfinished(outcome: suite.SuiteOutcome) -> None:
     """One line per run that did not finish, its error as text (Inspect records ``repr(exception)``)."""
-    from medfuzz.tasks.run_stop import error_text
+    from medfuzz.cli.suite.stop import error_text
 
     for key, entry in outcome.logs.items():
         if entry.status != "success":
@@ -316,7 +317,7 @@ def _lm_eval_half(plan: SuitePlan, lm: suite.LmEvalPlan | None, outcome: suite.S
                   lm_eval_limits: Mapping[str, int], problems: list[str]) -> Path | None:
     """The lm-eval half, when asked: its output folder, or ``None`` (skipped, or failed: the failure is printed
     as one block and recorded in ``problems``, and the Inspect half's summary and report are still written)."""
-    from medfuzz.tasks.run_stop import STOP
+    from medfuzz.cli.suite.stop import STOP
 
     if lm is None:
         return None
@@ -359,7 +360,7 @@ def _summaries(plan: SuitePlan, outcome: suite.SuiteOutcome, out_lm: Path | None
 
 def _interrupted(plan: SuitePlan, started: float, err: BaseException) -> RunOutcome:
     """What an interrupt leaves: the finished runs, and how to go on."""
-    from medfuzz.tasks.run_stop import INTERRUPTED, STOP, interrupted_by
+    from medfuzz.cli.suite.stop import INTERRUPTED, STOP, interrupted_by
 
     interrupted_by(err)
     try:

@@ -31,12 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from medfuzz.benchmarks.registry import BENCHMARKS as BENCHMARK_REGISTRY
+from medfuzz.cli.suite.shard import shard_pair
 from medfuzz.errors import MedfuzzError
 from medfuzz.options import ConfigError, did_you_mean, flag, flag_values
-from medfuzz.records.keys import MODEL_LABEL, SHARD_KEY, SUITE_KEY
+from medfuzz.records.keys import MODEL_LABEL, SUITE_KEY
 from medfuzz.records.methods import METHODS as REGISTRY
 from medfuzz.records.methods import suite_order
-from medfuzz.tasks.suite_shard import shard_pair
+from medfuzz.tasks.inspect.shards import shard_task
 
 log = logging.getLogger(__name__)
 
@@ -487,26 +488,6 @@ def embed_anchor_texts(built: Sequence[tuple[SuiteRun, Any]]) -> int:
     return texts
 
 
-def shard_range(total: int, k: int, n: int) -> tuple[int, int]:
-    """The k-th (1-based) of n contiguous, near-equal slices of ``total`` samples, as [start, end) (Inspect's
-    sample-range form, ``--limit start,end``); the n slices cover every sample once, in order."""
-    return (k - 1) * total // n, k * total // n
-
-
-def shard_task(task: Any, k: int, n: int) -> Any:
-    """``task`` with its dataset cut to the k-th of n slices; the slice is recorded in the task metadata
-    (``SHARD_KEY``) so that ``medfuzz report`` / ``compare`` merge the n shard logs into one run before any
-    statistic (``medfuzz.report.shards``). Every method seeds each sample from the sample itself, never from
-    its position in the run, so a sample's result is the same in a shard as in the whole run (tested:
-    ``tests/e2e/test_shards_e2e.py``)."""
-    total = len(task.dataset)
-    start, end = shard_range(total, k, n)
-    task.dataset = task.dataset[start:end]
-    task.metadata = {**(task.metadata or {}), SHARD_KEY: {"index": k, "count": n, "samples": total,
-                                                           "start": start, "end": end}}
-    return task
-
-
 @dataclass(frozen=True)
 class Bound:
     """The most model calls the suite can make, per run and role (the MedFuzz / TCES configs' ``max_calls``; the
@@ -669,7 +650,7 @@ def run_suite(plan: SuitePlan, built: Sequence[tuple[SuiteRun, Any]], models: Se
     model strings (the embedded server's, once started)."""
     from inspect_ai import eval_set
 
-    from medfuzz.tasks.run_stop import STOP, register_hooks, restore_sigint
+    from medfuzz.cli.suite.stop import STOP, register_hooks, restore_sigint
 
     register_hooks()
     log_dir = plan.out / "inspect"
@@ -802,7 +783,7 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
     import sys
     import time
 
-    from medfuzz.tasks.heartbeat import Heartbeat, lm_eval_status
+    from medfuzz.cli.suite.heartbeat import Heartbeat, lm_eval_status
 
 
     tasks, metadata = lm_eval_tasks(plan, fuzzed_log)
