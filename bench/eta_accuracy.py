@@ -39,7 +39,7 @@ def old_module(commit: str) -> types.ModuleType:
 
 
 def factory(sequence: suite_events.Sequence, module: Any, current: bool) -> Callable[[Callable[[], float]], Any]:
-    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.build import Bound
 
     bound = Bound({r.key: {"target": r.samples * r.bound_per_sample} for r in sequence.runs},
                   {r.key: r.samples for r in sequence.runs})

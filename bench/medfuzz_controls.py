@@ -182,7 +182,7 @@ def planted_run(items: int, regime: str, limit: int, mode: str, overrides: dict[
     sys.path.insert(0, str(BENCH))
     from fake_openai import VirtualTimeLoop
 
-    from medfuzz.cli.suite.plan import LEVELS
+    from medfuzz.cli.suite.levels import LEVELS
     from medfuzz.planted import PlantedSpec, planted_pair
     from medfuzz.scorers.medfuzz import significance_test
     from medfuzz.solvers.medfuzz.config import MedFuzzConfig
@@ -278,7 +278,7 @@ def planted_table(items: int, small: int, before: str | None) -> None:
 def cost_table(items: int) -> None:
     """What a paper-level run on ``items`` planted items pays, by role, under the default batches and batches of
     5 (the former default), against the up-front bound (``MedFuzzConfig.max_calls``)."""
-    from medfuzz.cli.suite.plan import LEVELS
+    from medfuzz.cli.suite.levels import LEVELS
     from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 
     roles = ("target", "attacker", "attacker_controls", "target_significance")

@@ -1,4 +1,4 @@
-"""What MedFuzz's cost levels (``medfuzz run --level``: ``LEVELS`` in ``medfuzz.cli.suite.plan``) cost and what they
+"""What MedFuzz's cost levels (``medfuzz run --level``: ``LEVELS`` in ``medfuzz.cli.suite.levels``) cost and what they
 change statistically, measured with the real engine and scorer on planted models in-process.
 
 Per planted regime (null: delta = 0; a small effect; the bundled spec's effect) and per level: the up-front bound
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from medfuzz.benchmarks.items import MCQItem
-from medfuzz.cli.suite.plan import LEVELS
+from medfuzz.cli.suite.levels import LEVELS
 from medfuzz.models.protocol import ChatMessage, ChatModel, Generation
 from medfuzz.planted import PlantedSpec, planted_pair
 from medfuzz.planted.text import contains_phrase

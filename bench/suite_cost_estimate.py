@@ -5,7 +5,7 @@ Per level (``paper``, ``lean``: ``LEVELS[level]``'s MedFuzz settings, exemplars 
 exemplar pool) and regime (the planted effect, delta 0.4, and the null, delta 0), one MedFuzz run with the planted
 target and attacker in-process on N synthetic items (the real engine, ``MedFuzzEngine.run_item``). The estimate
 goes through the suite's own entry point (``suite_cost.estimate`` over (run, task) pairs whose config comes from
-``suite.method_config``, the one the bound reads), printed twice: with its default assumptions (expected, and
+``suite_build.method_config``, the one the bound reads), printed twice: with its default assumptions (expected, and
 the fewest-most range) and with what the run shows of the model (``known``: its clean accuracy over the
 replicates, its ASR among the replicates answered right, and the share of tested attacks that drew every control,
 given as ``--expect accuracy=..,asr=..,effective=..`` would give them). "within 1.5x": known / paid per role.
@@ -84,20 +84,20 @@ def planted_run(level: str, regime: str, items: int, concurrency: int = 64) -> d
 
 
 def run_args(level: str) -> dict[str, Any]:
-    from medfuzz.cli.suite.plan import LEVELS
+    from medfuzz.cli.suite.levels import LEVELS
 
     return {**LEVELS[level].medfuzz, "exemplars": 0, "seed": 0}
 
 
 def estimates(level: str, pool: list[Any], known: dict[str, float]) -> tuple[Any, Any]:
     """(default estimate, estimate with ``known``) through ``suite_cost.estimate`` for a MedFuzz run on ``pool``."""
+    from medfuzz.cli.suite import build as suite_build
     from medfuzz.cli.suite import cost as suite_cost
-    from medfuzz.cli.suite import plan as suite
     from medfuzz.cli.suite.plan import SuiteRun
 
     run = SuiteRun("medfuzz", "medfuzz", "medfuzz/medfuzz_medqa", run_args(level))
     built = [(run, _Task([_Sample({"item": item.to_record()}) for item in pool]))]
-    bound = suite.bound(built)
+    bound = suite_build.bound(built)
     return suite_cost.estimate(built, bound), suite_cost.estimate(built, bound, known=known)
 
 
@@ -174,8 +174,9 @@ def suite_table(level: str, items: int, tces_items: int) -> None:
     import sys
     import tempfile
 
+    from medfuzz.cli.suite import build as suite_build
     from medfuzz.cli.suite import cost as suite_cost
-    from medfuzz.cli.suite import plan as suite
+    from medfuzz.cli.suite import levels as suite_levels
     from medfuzz.cli.suite.plan import SuitePlan
     from medfuzz.planted.server import launch
     from medfuzz.planted.spec import PlantedSpec
@@ -187,9 +188,9 @@ def suite_table(level: str, items: int, tces_items: int) -> None:
             options = {"tces_limit": tces_items, "baseline_limit": tces_items}
             plan = SuitePlan(model=server.inspect_model(), out=out, attacker=server.inspect_model(attacker=True),
                              data="demo", level=level, limit=items, options=options)
-            built = suite.build_tasks(plan, planning=True)
-            bound = suite.bound(built)
-            max_tokens = suite.LEVELS[level].generate.get("max_tokens")
+            built = suite_build.build_tasks(plan, planning=True)
+            bound = suite_build.bound(built)
+            max_tokens = suite_levels.LEVELS[level].generate.get("max_tokens")
             default = suite_cost.estimate(built, bound, max_tokens=max_tokens)
             env = {**os.environ, **server.inspect_env(), "PYTHONPATH": os.pathsep.join(sys.path)}
             command = [sys.executable, "-m", "medfuzz", "run", "--model", plan.model, "--attacker", str(plan.attacker),

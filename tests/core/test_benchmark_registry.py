@@ -44,7 +44,9 @@ def test_a_registered_benchmark_is_found_in_both_harnesses_and_the_suite(tmp_pat
     from inspect_ai import eval as inspect_eval
     from inspect_ai._util.registry import registry_lookup
 
-    from medfuzz.cli.suite.plan import SuitePlan, build_tasks, lm_eval_tasks
+    from medfuzz.cli.suite.build import build_tasks
+    from medfuzz.cli.suite.lm_eval_half import lm_eval_tasks
+    from medfuzz.cli.suite.plan import SuitePlan
     from medfuzz.records.methods import METHODS
     from medfuzz.tasks.inspect import baselines, medfuzz, tces
     from medfuzz.tasks.lm_eval.baselines import clean_docs

@@ -19,6 +19,7 @@ CORE = ("benchmarks", "models", "samplers", "solvers", "scorers", "records", "pl
         "paths")  # the harness-free layers: none imports a harness or a shell
 FORBIDDEN = [  # (importing layer, imported layer): each pair is a direction the layers must never point
     ("solvers", "scorers"), ("report", "tasks"), ("tasks", "report"), ("tasks", "cli"), ("models", "samplers"),
+    ("report", "cli"), ("validation", "cli"),  # `medfuzz run`'s application (cli/suite/) sits above them both
     ("models", "planted"),  # the known-truth models use the samplers' own vocabulary: they sit above them
     *((core, shell) for core in CORE for shell in ("tasks", "report", "cli", "adapters", "validation")),
 ]
@@ -113,3 +114,16 @@ def test_the_graph_covers_every_layer() -> None:  # a rule over a layer the read
     layers = {layer_of(module) for module in import_graph()}
     assert {a for a, _ in FORBIDDEN} | {b for _, b in FORBIDDEN} <= layers
     assert "medfuzz.stats" in import_graph()["medfuzz.scorers.medfuzz"]
+
+
+def test_tasks_holds_only_harness_task_definitions() -> None:
+    """tasks/ is the Inspect tasks and the lm-eval hooks: `medfuzz run`'s orchestration lives in cli/suite/."""
+    assert sorted(p.name for p in (PACKAGE / "tasks").iterdir() if p.name != "__pycache__") == [
+        "__init__.py", "inspect", "lm_eval"]
+
+
+def test_medfuzz_runs_package_is_split_by_role() -> None:
+    """No module of `medfuzz run`'s application is over 400 lines (a walk of the plan reads one role at a time)."""
+    long = {p.name: n for p in (PACKAGE / "cli" / "suite").glob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}

@@ -83,7 +83,9 @@ def test_the_data_options_are_the_data_selection_and_its_seed() -> None:
 
 
 def test_the_plan_runs_bounds_and_hands_lm_eval_the_new_method(probe: Method, tmp_path: Path) -> None:
-    from medfuzz.cli.suite.plan import SuitePlan, bound, build_tasks, lm_eval_tasks
+    from medfuzz.cli.suite.build import bound, build_tasks
+    from medfuzz.cli.suite.lm_eval_half import lm_eval_tasks
+    from medfuzz.cli.suite.plan import SuitePlan
 
     plan = SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("medguard", "probe", "baseline"), level="quick",
                      limit=3, options={"probe_window": 40, "seed": 2})
@@ -153,7 +155,8 @@ def test_the_builtin_tasks_are_built_without_inspects_registry_lookup(tmp_path, 
     lookup of ``medfuzz/medqa_clean`` failed (``medfuzz run`` stopped before its first call)."""
     import inspect_ai.util
 
-    from medfuzz.cli.suite.plan import SuitePlan, build_tasks
+    from medfuzz.cli.suite.build import build_tasks
+    from medfuzz.cli.suite.plan import SuitePlan
 
     def no_lookup(*args, **kwargs):
         raise LookupError("not in Inspect's registry")

@@ -143,7 +143,8 @@ def test_medfuzz_run_passes_its_model_to_the_lm_eval_half(tmp_path: Path, monkey
     """The lm-eval command ``medfuzz run`` starts carries the Inspect model as ``medfuzz_model`` in --metadata."""
     import subprocess
 
-    from medfuzz.cli.suite.plan import LmEvalPlan, SuitePlan, run_lm_eval
+    from medfuzz.cli.suite.lm_eval_half import LmEvalPlan, run_lm_eval
+    from medfuzz.cli.suite.plan import SuitePlan
 
     commands: list[list[str]] = []
 

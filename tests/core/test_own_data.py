@@ -258,7 +258,8 @@ def test_lm_eval_docs_from_a_file_with_a_mapping(tmp_path: Path) -> None:
 
 
 def test_the_suite_runs_your_file_as_mcq(tmp_path: Path) -> None:
-    from medfuzz.cli.suite.plan import SuitePlan, lm_eval_tasks
+    from medfuzz.cli.suite.lm_eval_half import lm_eval_tasks
+    from medfuzz.cli.suite.plan import SuitePlan
 
     plan = SuitePlan(model="openai/x", out=tmp_path, data=str(MMLU), methods=("baseline", "tces", "medfuzz"),
                      data_name="my exam", columns="question:question")

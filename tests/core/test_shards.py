@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.cli.suite.plan import SuitePlan, build_tasks
+from medfuzz.cli.suite.build import build_tasks
+from medfuzz.cli.suite.plan import SuitePlan
 from medfuzz.errors import MedfuzzError
 from medfuzz.options import ConfigError
 from medfuzz.records.keys import SHARD_KEY

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from medfuzz.cli.suite.plan import LEVELS, SuitePlan, backend_for, bound, build_tasks, write_settings
+from medfuzz.cli.suite.build import bound, build_tasks
+from medfuzz.cli.suite.inspect_half import write_settings
+from medfuzz.cli.suite.levels import LEVELS
+from medfuzz.cli.suite.plan import SuitePlan, backend_for
 from medfuzz.options import ConfigError
 from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 from medfuzz.solvers.tces.config import TCESConfig
@@ -161,7 +164,7 @@ def test_run_command_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.Mon
 def test_progress_expects_each_runs_own_calls_per_finished_sample() -> None:
     """The expected total: calls so far + per run, unfinished samples x that run's calls per finished sample (before
     any has finished, the share of the bound the other attacks used, or the bound), counted by hand."""
-    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.build import Bound
     from medfuzz.cli.suite.progress import SuiteProgress
 
     calls = Bound({"a": {"target": 40}, "b": {"target": 10, "attacker": 90}}, {"a": 4, "b": 10})
@@ -204,7 +207,7 @@ def test_realtime_buffer_is_off_unless_asked(tmp_path: Path) -> None:
     import argparse
 
     from medfuzz.cli import run as run_cli
-    from medfuzz.cli.suite.plan import eval_set_args
+    from medfuzz.cli.suite.inspect_half import eval_set_args
 
     quiet = plan(tmp_path)
     assert eval_set_args(quiet)["log_realtime"] is False and quiet.settings()["log_realtime"] is False
@@ -221,7 +224,7 @@ def test_realtime_buffer_is_off_unless_asked(tmp_path: Path) -> None:
 def test_a_limit_option_is_the_limit_of_both_harnesses(tmp_path: Path) -> None:
     """``-T baseline_limit=4`` sets the Inspect task's limit (the option wins in the task args) and the lm-eval
     half's ``clean_limit`` alike (it once reached Inspect only: the harnesses ran 4 and 10 items)."""
-    from medfuzz.cli.suite.plan import lm_eval_tasks
+    from medfuzz.cli.suite.lm_eval_half import lm_eval_tasks
 
     suite = plan(tmp_path, level="quick", options={"baseline_limit": 4, "medguard_limit_per_aspect": 1})
     runs = {r.label: r for r in suite.runs()}
@@ -286,7 +289,7 @@ def test_medfuzz_runs_options_are_the_fields_of_the_plan_and_the_run_options() -
 
 
 def test_with_one_run_at_a_time_medfuzz_starts_first_else_the_plans_order(tmp_path: Path) -> None:
-    from medfuzz.cli.suite.plan import run_order
+    from medfuzz.cli.suite.inspect_half import run_order
 
     runs = [(run, run.label) for run in plan(tmp_path).runs()]  # the plan: cheap runs first, MedFuzz last
     assert [label for _, label in run_order(runs, 1)] == ["medfuzz", "clean baseline", "tces drugs pdws",
@@ -298,7 +301,7 @@ def test_with_one_run_at_a_time_medfuzz_starts_first_else_the_plans_order(tmp_pa
 
 
 def test_a_finished_lm_eval_half_is_reused_only_for_the_same_command(tmp_path: Path) -> None:
-    from medfuzz.cli.suite.plan import finished_lm_eval_run
+    from medfuzz.cli.suite.lm_eval_half import finished_lm_eval_run
 
     out = tmp_path / "lm-eval"
     results = out / "model" / "results_2026-01-01T00-00-00.json"
@@ -327,7 +330,7 @@ def test_the_printed_lm_eval_command_is_the_command_that_runs(tmp_path: Path, mo
     import shlex
     import subprocess
 
-    from medfuzz.cli.suite.plan import LmEvalPlan, run_lm_eval
+    from medfuzz.cli.suite.lm_eval_half import LmEvalPlan, run_lm_eval
 
     ran: list[list[str]] = []
 

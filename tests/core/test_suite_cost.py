@@ -14,7 +14,8 @@ import pytest
 
 from medfuzz.benchmarks.items import MCQItem
 from medfuzz.cli.suite import cost as suite_cost
-from medfuzz.cli.suite.cost import (
+from medfuzz.cli.suite import cost_model as suite_cost_model
+from medfuzz.cli.suite.cost_model import (
     SCENARIOS,
     MedFuzzShapes,
     controls_scored,
@@ -33,7 +34,7 @@ ITEM = MCQItem(id="q1", question="A 40-year-old man has a cough. Which drug is b
 EXPECTED = SCENARIOS[1]
 
 
-def assumed(**values: float) -> suite_cost.Assumptions:
+def assumed(**values: float) -> suite_cost_model.Assumptions:
     return replace(EXPECTED, **values)
 
 
@@ -61,7 +62,7 @@ def test_controls_a_null_attack_pays_follow_the_control_policy() -> None:
     harmonic = sum(1 / k for k in range(1, 31))
     assert null_controls(paper)[1] == pytest.approx(harmonic) == null_controls(five)[1]
     assert harmonic < null_controls(paper)[0] < null_controls(five)[0]
-    assert suite_cost.controls_per_test(paper, 1.0) == 30  # a real effect draws every control
+    assert suite_cost_model.controls_per_test(paper, 1.0) == 30  # a real effect draws every control
 
 
 def test_medfuzz_calls_by_hand() -> None:
@@ -114,7 +115,7 @@ def test_tokens_grow_with_the_dialogs_and_the_fill() -> None:
     costs more input than the first; a fuller reply costs more of both."""
     config = MedFuzzConfig(exemplars=0)
     half, full = shapes(config, 0.5), shapes(config, 1.0)
-    first_prompt = suite_cost.tokens("You are a medical AI assistant that supports clinical decision-making.")
+    first_prompt = suite_cost_model.tokens("You are a medical AI assistant that supports clinical decision-making.")
     assert half.dialog.calls == 3 and half.dialog.tokens_in > 3 * first_prompt
     assert half.dialog.tokens_out == pytest.approx(0.5 * (400 + 80 + 8))
     assert [t.calls for t in half.turns] == [2, 3, 3, 3, 3]
@@ -130,17 +131,17 @@ def test_tces_calls_by_hand() -> None:
 
 
 def test_expect_and_price_options() -> None:
-    assert suite_cost.parse_expect(["accuracy=0.8,asr=0.2", "free-reply=300"]) == {
+    assert suite_cost_model.parse_expect(["accuracy=0.8,asr=0.2", "free-reply=300"]) == {
         "accuracy": 0.8, "asr": 0.2, "free_reply": 300}
-    assert [s.accuracy for s in suite_cost.scenarios({"accuracy": 0.8})] == [0.8, 0.8, 0.8]
+    assert [s.accuracy for s in suite_cost_model.scenarios({"accuracy": 0.8})] == [0.8, 0.8, 0.8]
     for bad in ("accuracy", "accuracy=1.5", "speed=1", "asr=x"):
         with pytest.raises(ConfigError, match="--expect"):
-            suite_cost.parse_expect([bad])
-    assert suite_cost.parse_prices(["openai/gpt-4o=0.0025/0.01", "vllm=x=0/0"]) == {
+            suite_cost_model.parse_expect([bad])
+    assert suite_cost_model.parse_prices(["openai/gpt-4o=0.0025/0.01", "vllm=x=0/0"]) == {
         "openai/gpt-4o": (0.0025, 0.01), "vllm=x": (0.0, 0.0)}
     for bad in ("openai/gpt-4o", "m=1", "m=-1/2", "=1/2"):
         with pytest.raises(ConfigError, match="--price"):
-            suite_cost.parse_prices([bad])
+            suite_cost_model.parse_prices([bad])
     # declared once, on RunOptions: the generated parser takes them
     from medfuzz.cli.suite.run import RunOptions
     from medfuzz.options import add_flags, flag_values
@@ -162,13 +163,14 @@ def plan(out: Path, **changes: object) -> object:
 def test_the_estimate_follows_the_bound_and_prices_the_roles(tmp_path: Path) -> None:
     """Over the plan's built tasks: one estimate per run the bound names; one answer per sample exactly as the
     bound; the attacker's roles priced at the attacker's price, the rest at the target's."""
-    from medfuzz.cli.suite import plan as suite
+    from medfuzz.cli.suite import build as suite_build
+    from medfuzz.cli.suite import levels as suite_levels
 
     chosen = plan(tmp_path, attacker="openai-api/vllm/att")
-    built = suite.build_tasks(chosen, planning=True)
-    bound = suite.bound(built, chosen.models)
+    built = suite_build.build_tasks(chosen, planning=True)
+    bound = suite_build.bound(built, chosen.models)
     estimate = suite_cost.estimate(built, bound, chosen.models, "openai-api/vllm/att", {},
-                                   suite.LEVELS["quick"].generate.get("max_tokens"))
+                                   suite_levels.LEVELS["quick"].generate.get("max_tokens"))
     assert [run.key for run in estimate.runs] == list(bound.per_run)
     baseline = estimate.runs[0]
     assert {s: baseline.calls(s) for s in ("fewest", "expected", "most")} == dict.fromkeys(
@@ -195,7 +197,7 @@ def test_a_planned_tces_task_embeds_nothing(tmp_path: Path, monkeypatch: pytest.
     """The dry run builds every task for a plan: the TCES solver does not build its resources (the encoder and the
     vocabulary's vectors: about a minute on an empty cache), the run's samples are the same, and the estimate
     counts the attackable items from the vocabulary alone."""
-    from medfuzz.cli.suite import plan as suite
+    from medfuzz.cli.suite import build as suite_build
     from medfuzz.tasks.inspect import tces
 
     def refuse(*args: object) -> None:
@@ -203,8 +205,8 @@ def test_a_planned_tces_task_embeds_nothing(tmp_path: Path, monkeypatch: pytest.
 
     monkeypatch.setattr(tces, "shared_resources", refuse)
     chosen = plan(tmp_path, methods=("tces",), limit=5)
-    built = suite.build_tasks(chosen, planning=True)
+    built = suite_build.build_tasks(chosen, planning=True)
     assert [len(task.dataset) for _, task in built] == [5]
-    bound = suite.bound(built)
+    bound = suite_build.bound(built)
     [run] = suite_cost.estimate(built, bound).runs
     assert run.note.startswith("(") and "of 5 items with a drugs distractor" in run.note

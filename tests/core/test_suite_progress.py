@@ -13,7 +13,7 @@ from tests import suite_events
 
 
 def progress_for(sequence: suite_events.Sequence) -> Callable[[Callable[[], float]], object]:
-    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.build import Bound
     from medfuzz.cli.suite.progress import SuiteProgress
 
     bound = Bound({r.key: {"target": r.samples * r.bound_per_sample} for r in sequence.runs},
@@ -37,7 +37,7 @@ def test_the_expected_calls_count_in_flight_samples_half_and_pool_a_methods_runs
     samples of bound 10) takes that share: 10 x 10 x 1/20 = 5 calls; c (another method, one call a sample)
     keeps its bound; d (an attack method not yet observed, 5 samples of bound 8) takes the share the adaptive
     runs used: 5 x 8 x 1/20 = 2 calls."""
-    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.build import Bound
     from medfuzz.cli.suite.progress import ADAPTIVE, SuiteProgress
 
     now = [0.0]
@@ -68,7 +68,7 @@ def test_the_call_rate_is_the_later_half_of_the_time_since_the_first_task() -> N
     """10 calls at 1 a second, then 40 at 4 a second: at t = 20 the later half [10, 20] holds the call at 10 and
     the 40 fast ones, 41 calls in 10 s (the whole run's 50 / 20 = 2.5 a second would be the slow start's pace);
     with fewer than 20 calls in that half, the whole time since the first task."""
-    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.build import Bound
     from medfuzz.cli.suite.progress import SuiteProgress
 
     now = [0.0]
@@ -85,7 +85,7 @@ def test_the_call_rate_is_the_later_half_of_the_time_since_the_first_task() -> N
 
 
 def test_a_retried_run_forgets_the_samples_its_failed_attempt_had_in_flight() -> None:
-    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.build import Bound
     from medfuzz.cli.suite.progress import SuiteProgress
 
     progress = SuiteProgress(Bound({"a": {"target": 100}}, {"a": 10}), show=False, clock=lambda: 0.0)
@@ -102,8 +102,8 @@ def test_the_terminal_bar_shows_this_eta_where_tqdm_would_show_its_own(monkeypat
     import io
     import sys
 
+    from medfuzz.cli.suite.build import Bound
     from medfuzz.cli.suite.heartbeat import eta_text
-    from medfuzz.cli.suite.plan import Bound
     from medfuzz.cli.suite.progress import SuiteProgress
 
     class Terminal(io.StringIO):
@@ -149,7 +149,7 @@ def test_without_a_terminal_the_inspect_half_prints_a_line_even_when_no_call_end
         capsys: pytest.CaptureFixture[str]) -> None:
     import time
 
-    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.build import Bound
     from medfuzz.cli.suite.progress import SuiteProgress
 
     with SuiteProgress(Bound({"a": {"target": 100}}, {"a": 10}), line_interval=0.02):
@@ -193,7 +193,7 @@ def test_a_known_eta_is_within_twice_the_time_left_and_an_unknown_one_says_so(na
 
 
 def test_the_line_says_when_the_eta_is_not_yet_known() -> None:
-    from medfuzz.cli.suite.plan import Bound
+    from medfuzz.cli.suite.build import Bound
     from medfuzz.cli.suite.progress import SuiteProgress
 
     now = [0.0]

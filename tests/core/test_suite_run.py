@@ -68,7 +68,7 @@ def test_a_failed_preflight_leaves_nothing_behind(tmp_path: Path, monkeypatch: p
 def test_an_unwritable_or_full_out_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from medfuzz.cli.suite import plan as suite
+    from medfuzz.cli.suite import build as suite_build
 
     out = Path("/sys/medfuzz-test-out")  # not writable, even by root (EPERM)
     done = run_suite_plan(small(out), RunOptions(preflight=False), never, never)
@@ -78,13 +78,13 @@ def test_an_unwritable_or_full_out_is_one_line(tmp_path: Path, monkeypatch: pyte
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "run.json"))
 
-    monkeypatch.setattr(suite, "build_tasks", full)
+    monkeypatch.setattr(suite_build, "build_tasks", full)
     done = run_suite_plan(small(tmp_path / "out"), RunOptions(preflight=False), never, never)
     assert done.code == 1 and done.error is not None and "\n" not in done.error
     assert done.error.startswith(f"--out {tmp_path / 'out'}: cannot write there: No space left on device ("
                                  f"{tmp_path / 'out' / 'run.json'})")
     # a permission error on something else (the data file, say) is not called an --out problem
-    monkeypatch.setattr(suite, "build_tasks", lambda *a, **k: (_ for _ in ()).throw(
+    monkeypatch.setattr(suite_build, "build_tasks", lambda *a, **k: (_ for _ in ()).throw(
         PermissionError(errno.EACCES, "Permission denied", "/data/questions.jsonl")))
     with pytest.raises(PermissionError):
         run_suite_plan(small(tmp_path / "out2"), RunOptions(preflight=False), never, never)

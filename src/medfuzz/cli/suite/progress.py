@@ -35,8 +35,10 @@ from typing import Any
 
 from inspect_ai.hooks import Hooks, ModelUsageData, SampleEnd, SampleStart, TaskStart, hooks
 
+from medfuzz.cli.suite.build import Bound
 from medfuzz.cli.suite.heartbeat import Heartbeat, eta_text
-from medfuzz.cli.suite.plan import SUITE_KEY, Bound, SuiteRun, run_key
+from medfuzz.cli.suite.plan import SuiteRun, run_key
+from medfuzz.records.keys import SUITE_KEY
 
 _active: SuiteProgress | None = None
 
@@ -139,7 +141,7 @@ def recent_rate(times: list[float], origin: float, now: float) -> float:
 
 
 def run_methods(runs: Iterable[SuiteRun], models: Sequence[str]) -> dict[str, str]:
-    """Run key (``suite.run_key``, as the bound is keyed) -> method, for ``SuiteProgress(methods=...)``."""
+    """Run key (``plan.run_key``, as the bound is keyed) -> method, for ``SuiteProgress(methods=...)``."""
     return {run_key(run.label, model, len(models) > 1): run.method for run in runs for model in models}
 
 
@@ -149,7 +151,7 @@ class SuiteProgress:
 
     bound: Bound
     show: bool = True
-    several_models: bool = False  # runs are keyed "label · model" (suite.run_key)
+    several_models: bool = False  # runs are keyed "label · model" (plan.run_key)
     # run key -> method (``run_methods``): runs of one method pool their observed calls per sample. A run not
     # named here is known by its Inspect task from its start on.
     methods: dict[str, str] = field(default_factory=dict)
@@ -198,7 +200,7 @@ class SuiteProgress:
 
     # -- events
     def reusing(self, done: dict[str, int]) -> None:
-        """Samples an earlier invocation finished, per run (``suite.samples_done_before``): they run no more."""
+        """Samples an earlier invocation finished, per run (``inspect_half.samples_done_before``): they run no more."""
         for key, count in done.items():
             if key in self.runs:
                 self.runs[key].reused = min(count, self.runs[key].samples)

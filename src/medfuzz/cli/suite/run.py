@@ -23,11 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medfuzz.cli.suite import build as suite_build
 from medfuzz.cli.suite import cost as suite_cost
+from medfuzz.cli.suite import cost_model as suite_cost_model
+from medfuzz.cli.suite import inspect_half as suite_inspect
+from medfuzz.cli.suite import levels as suite_levels
+from medfuzz.cli.suite import lm_eval_half as suite_lm_eval
 from medfuzz.cli.suite import plan as suite
 from medfuzz.cli.suite.plan import SuitePlan
 from medfuzz.errors import MedfuzzError
 from medfuzz.options import ConfigError, flag
+from medfuzz.records.keys import SUITE_KEY
 from medfuzz.records.methods import METHODS
 
 # (plan, the suite label -> its finished run's log header, the lm-eval folder or None, the model) -> its lines
@@ -67,12 +73,12 @@ class RunOptions:
     price: Mapping[str, tuple[float, float]] = field(default_factory=dict, metadata=flag(
         "a model's price per 1,000 input and output tokens (once per model: the target, the attacker), so that the "
         "plan and the run's start print the expected and the worst-case cost beside the calls",
-        metavar="MODEL=IN/OUT", many=True, parse=suite_cost.parse_prices))
+        metavar="MODEL=IN/OUT", many=True, parse=suite_cost_model.parse_prices))
     expect: Mapping[str, float] = field(default_factory=dict, metadata=flag(
         "what you know of the model, used by the cost estimate instead of its assumptions: "
-        + ", ".join(suite_cost.EXPECT_NAMES) + " (e.g. accuracy=0.8,asr=0.2: its clean accuracy and MedFuzz's "
+        + ", ".join(suite_cost_model.EXPECT_NAMES) + " (e.g. accuracy=0.8,asr=0.2: its clean accuracy and MedFuzz's "
         "attack success rate; docs/usage.md, What a run will cost)",
-        metavar="NAME=VALUE[,...]", many=True, parse=suite_cost.parse_expect))
+        metavar="NAME=VALUE[,...]", many=True, parse=suite_cost_model.parse_expect))
     lm_eval_limits: Mapping[str, int] = field(default_factory=dict)  # over the level's lm-eval --metadata limits
 
 
@@ -144,7 +150,7 @@ def _stoppable(plan: SuitePlan, how: RunOptions, summary_lines: SummaryLines | N
     from medfuzz.cli.suite.stop import folder_lock
 
     started = time.monotonic()
-    lm = suite.LmEvalPlan.parse(how.lm_eval, how.threads) if how.lm_eval else None
+    lm = suite_lm_eval.LmEvalPlan.parse(how.lm_eval, how.threads) if how.lm_eval else None
     if lm is not None and len(plan.models) > 1:  # refused before any call, not dropped half-way
         raise ConfigError(f"--lm-eval names one lm-eval model, and --model names {len(plan.models)}: run "
                           "medfuzz run once per model, each with its own --lm-eval (and its own --out), or leave "
@@ -161,7 +167,7 @@ def _stoppable(plan: SuitePlan, how: RunOptions, summary_lines: SummaryLines | N
 def _header(plan: SuitePlan) -> None:
     settings = plan.settings()
     backend = plan.backend
-    print(f"medfuzz run: {plan.model} ({backend.kind}); level {plan.level}: {suite.LEVELS[plan.level].summary}",
+    print(f"medfuzz run: {plan.model} ({backend.kind}); level {plan.level}: {suite_levels.LEVELS[plan.level].summary}",
           flush=True)
     if plan.model_roles():
         print(f"  attacker: {plan.model_roles()['attacker']}", flush=True)
@@ -172,21 +178,21 @@ def _header(plan: SuitePlan) -> None:
           f"max_tasks {settings['max_tasks'] or 'eval_set default'} ({backend.why})", flush=True)
 
 
-def _dry_run(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions) -> RunOutcome:
+def _dry_run(plan: SuitePlan, lm: suite_lm_eval.LmEvalPlan | None, how: RunOptions) -> RunOutcome:
     """The plan, its bound and its expected cost, after the checks (``--no-preflight`` skips them), with no question
     asked and nothing written. The tasks are built for a plan (``build_tasks(planning=True)``: TCES does not embed
     its vocabulary), with the samples, the configs and so the bound of the real run."""
     _header(plan)
     if how.preflight:
         _preflight(plan, lm)
-    built = suite.build_tasks(plan, planning=True)
-    bound = suite.bound(built, plan.models)
+    built = suite_build.build_tasks(plan, planning=True)
+    bound = suite_build.bound(built, plan.models)
     print("dry run: the runs, their items and the most model calls each can make (attacks that stop early make "
           "fewer):", flush=True)
     for line in bound.lines():
         print(line, flush=True)
     _estimate(plan, built, bound, how)
-    generate = suite.LEVELS[plan.level].generate
+    generate = suite_levels.LEVELS[plan.level].generate
     if generate.get("max_tokens"):
         tokens = (f"at most {generate['max_tokens']:,} output tokens per plain answer (the level's max_tokens); "
                   "the attack engines cap their own calls")
@@ -194,7 +200,7 @@ def _dry_run(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions) -> R
         tokens = "not bounded up front (no max_tokens at this level: a reply is as long as the model makes it)"
     print(f"  tokens: {tokens}", flush=True)
     if lm is not None:
-        tasks, _ = suite.lm_eval_tasks(plan, None)
+        tasks, _ = suite_lm_eval.lm_eval_tasks(plan, None)
         print(f"  lm-eval half: {lm.model} {lm.model_args} on {', '.join(tasks)} (MedFuzz's lm-eval task "
               "scores the items the Inspect run fuzzed)", flush=True)
     print(f"dry run: no model was asked a question and nothing was written; run without --dry-run to start (into "
@@ -202,29 +208,29 @@ def _dry_run(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions) -> R
     return RunOutcome(0)
 
 
-def _estimate(plan: SuitePlan, built: list[tuple[suite.SuiteRun, Any]], bound: suite.Bound,
+def _estimate(plan: SuitePlan, built: list[tuple[suite.SuiteRun, Any]], bound: suite_build.Bound,
               how: RunOptions) -> suite_cost.SuiteEstimate:
     """Print the expected calls, tokens and (with ``--price``) cost beside the bound (``suite_cost``)."""
     attacker = plan.model_roles().get("attacker")
     estimate = suite_cost.estimate(built, bound, plan.models, attacker, how.expect,
-                                   suite.LEVELS[plan.level].generate.get("max_tokens"))
+                                   suite_levels.LEVELS[plan.level].generate.get("max_tokens"))
     for line in estimate.lines(how.price):
         print(line, flush=True)
     return estimate
 
 
-def _preflight(plan: SuitePlan, lm: suite.LmEvalPlan | None) -> None:
+def _preflight(plan: SuitePlan, lm: suite_lm_eval.LmEvalPlan | None) -> None:
     from medfuzz.cli.suite import preflight
 
     models = [m for m in (*plan.models, *plan.model_roles().values()) if m != suite.EMBEDDED]
     lines = preflight.check_inspect_models(models)
-    if lm is not None and lm.model != suite.LM_EVAL_EMBEDDED:
+    if lm is not None and lm.model != suite_lm_eval.LM_EVAL_EMBEDDED:
         lines += preflight.check_lm_eval(lm.model, lm.model_args)
     for line in lines:
         print(f"  checked: {line}", flush=True)
 
 
-def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, started: float,
+def _execute(plan: SuitePlan, lm: suite_lm_eval.LmEvalPlan | None, how: RunOptions, started: float,
              summary_lines: SummaryLines | None, write_report: ReportWriter | None) -> RunOutcome:
     from medfuzz.cli.suite.heartbeat import Heartbeat, elapsed_line
     from medfuzz.cli.suite.progress import SuiteProgress, run_methods
@@ -238,10 +244,10 @@ def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, star
     print("  building the tasks (TCES embeds its vocabularies once; later runs read them from the cache)", flush=True)
     with Heartbeat(elapsed_line("building the tasks", time.monotonic(),
                                 " (a first run embeds TCES's vocabularies; later runs read them from the cache)")):
-        built = suite.build_tasks(plan)
-        suite.embed_anchor_texts(built)
-    bound = suite.bound(built, plan.models)
-    settings_path = suite.write_settings(plan, bound)
+        built = suite_build.build_tasks(plan)
+        suite_build.embed_anchor_texts(built)
+    bound = suite_build.bound(built, plan.models)
+    settings_path = suite_inspect.write_settings(plan, bound)
     print(f"Upper bound on model calls before the first call (attacks that stop early make fewer; settings and "
           f"bound in {settings_path}):", flush=True)
     for line in bound.lines():
@@ -259,9 +265,9 @@ def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, star
         progress = stack.enter_context(SuiteProgress(bound, show=plan.display == "none",
                                                      several_models=len(models) > 1,
                                                      methods=run_methods((run for run, _ in built), models)))
-        progress.reusing(suite.samples_done_before(plan.out / "inspect", built, models))
+        progress.reusing(suite_inspect.samples_done_before(plan.out / "inspect", built, models))
         phase("Inspect half", f"{len(built)} runs into {plan.out / 'inspect'}")
-        outcome = suite.run_suite(plan, built, models, progress)
+        outcome = suite_inspect.run_suite(plan, built, models, progress)
         cancelled = any(entry.status == "cancelled" for entry in outcome.logs.values())
         if STOP.signum is not None or (cancelled and outcome.config_failure is None):
             raise KeyboardInterrupt  # Inspect ends a run on Ctrl-C and returns what it has
@@ -295,7 +301,7 @@ def _execute(plan: SuitePlan, lm: suite.LmEvalPlan | None, how: RunOptions, star
     return RunOutcome(0 if not problems and outcome.success else 1, outcome.logs, out_lm, index, problems)
 
 
-def _unfinished(outcome: suite.SuiteOutcome) -> None:
+def _unfinished(outcome: suite_inspect.SuiteOutcome) -> None:
     """One line per run that did not finish, its error as text (Inspect records ``repr(exception)``)."""
     from medfuzz.cli.suite.stop import error_text
 
@@ -305,7 +311,7 @@ def _unfinished(outcome: suite.SuiteOutcome) -> None:
             print(f"  {key}: {entry.status}{': ' + reason if reason else ''}", flush=True)
 
 
-def _config_stop(outcome: suite.SuiteOutcome) -> RunOutcome:
+def _config_stop(outcome: suite_inspect.SuiteOutcome) -> RunOutcome:
     """A configuration failure ended the eval set: say what to fix; resuming before that cannot help."""
     print(f"medfuzz run: stopped: {outcome.config_failure}", file=sys.stderr, flush=True)
     print("medfuzz run: fix the model's URL, key or name above, then run the same command again (finished runs "
@@ -313,8 +319,8 @@ def _config_stop(outcome: suite.SuiteOutcome) -> RunOutcome:
     return RunOutcome(1, outcome.logs, problems=[outcome.config_failure or ""])
 
 
-def _lm_eval_half(plan: SuitePlan, lm: suite.LmEvalPlan | None, outcome: suite.SuiteOutcome, models: list[str],
-                  lm_eval_limits: Mapping[str, int], problems: list[str]) -> Path | None:
+def _lm_eval_half(plan: SuitePlan, lm: suite_lm_eval.LmEvalPlan | None, outcome: suite_inspect.SuiteOutcome,
+                  models: list[str], lm_eval_limits: Mapping[str, int], problems: list[str]) -> Path | None:
     """The lm-eval half, when asked: its output folder, or ``None`` (skipped, or failed: the failure is printed
     as one block and recorded in ``problems``, and the Inspect half's summary and report are still written)."""
     from medfuzz.cli.suite.stop import STOP
@@ -334,10 +340,10 @@ def _lm_eval_half(plan: SuitePlan, lm: suite.LmEvalPlan | None, outcome: suite.S
         fuzzed_path = None
     phase("lm-eval half", f"{lm.model} into {plan.out / 'lm-eval'}")
     try:
-        return suite.run_lm_eval(plan, lm, fuzzed_path, plan.out / "lm-eval.out",
-                                 {**suite.LEVELS[plan.level].lm_eval, **lm_eval_limits},
+        return suite_lm_eval.run_lm_eval(plan, lm, fuzzed_path, plan.out / "lm-eval.out",
+                                 {**suite_levels.LEVELS[plan.level].lm_eval, **lm_eval_limits},
                                  model_label=models[0], children=STOP.children)
-    except suite.LmEvalFailed as failed:
+    except suite_lm_eval.LmEvalFailed as failed:
         if STOP.signum is not None:
             raise KeyboardInterrupt from None
         for line in failed.block():
@@ -346,13 +352,13 @@ def _lm_eval_half(plan: SuitePlan, lm: suite.LmEvalPlan | None, outcome: suite.S
         return None
 
 
-def _summaries(plan: SuitePlan, outcome: suite.SuiteOutcome, out_lm: Path | None,
+def _summaries(plan: SuitePlan, outcome: suite_inspect.SuiteOutcome, out_lm: Path | None,
                summary_lines: SummaryLines) -> None:
     """The summary of each target model's finished runs, one model after the other."""
     finished: dict[str, dict[str, Any]] = {}  # model -> label -> log header
     for entry in outcome.logs.values():
         if entry.status == "success":
-            finished.setdefault(entry.eval.model, {})[entry.eval.metadata[suite.SUITE_KEY]] = entry
+            finished.setdefault(entry.eval.model, {})[entry.eval.metadata[SUITE_KEY]] = entry
     for model, logs in finished.items():
         for line in summary_lines(plan, logs, out_lm, model):
             print(line, flush=True)
@@ -364,7 +370,7 @@ def _interrupted(plan: SuitePlan, started: float, err: BaseException) -> RunOutc
 
     interrupted_by(err)
     try:
-        done = suite.finished_labels(plan.out / "inspect")
+        done = suite_inspect.finished_labels(plan.out / "inspect")
     except Exception as read_err:  # a half-written log must not turn a clean stop into a traceback
         done = []
         print(f"  (finished runs not listed: {read_err})", flush=True)

@@ -172,7 +172,7 @@ def run_sweep(sweep: TCESSweep, model: str, log_dir: str | Path, model_roles: Ma
     for note in sweep.warnings():
         log.warning("sweep %s: %s", sweep.name, note)
     log_dir = Path(log_dir)
-    from medfuzz.cli.suite.plan import finished_logs
+    from medfuzz.cli.suite.inspect_half import finished_logs
 
     before = finished_logs(log_dir)
     success, logs = eval_set(sweep.tasks(), log_dir=str(log_dir), model=model, model_roles=dict(model_roles or {}),

@@ -1,0 +1,138 @@
+"""The Inspect tasks a plan runs (``build_tasks``, each through its method's task module) and the bound of model
+calls they imply, per run and role (``Bound``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from medfuzz.cli.suite.plan import SuitePlan, SuiteRun, run_key
+from medfuzz.records.keys import SUITE_KEY
+from medfuzz.records.methods import METHODS as REGISTRY
+from medfuzz.tasks.inspect.shards import shard_task
+
+# ------------------------------------------------------------------------------------------------ tasks
+
+
+def create_task(name: str, args: Mapping[str, Any]) -> Any:
+    """The Inspect Task registered as ``name`` (``Method.inspect_task``), built with ``args``. medfuzz's own
+    tasks are called directly from the modules that define them (those ``medfuzz._registry`` loads): Inspect's
+    registry names them ``medfuzz/...`` only when it can tell which installed distribution ships the module,
+    and with the source folder on ``PYTHONPATH`` beside an editable install (a ``src/medfuzz.egg-info`` and
+    the venv's dist-info, both named medfuzz) it cannot, so they are registered unprefixed and a lookup by name
+    failed. Another package's task (a method registered from outside) goes through Inspect's
+    ``registry_create``."""
+    package, _, short = name.partition("/")
+    if package == "medfuzz":
+        from medfuzz.tasks.inspect import baselines, medguard, tces
+        from medfuzz.tasks.inspect import medfuzz as medfuzz_tasks
+
+        for module in (baselines, medfuzz_tasks, tces, medguard):
+            factory = getattr(module, short, None)
+            if callable(factory) and getattr(factory, "__module__", None) == module.__name__:  # its own @task
+                return factory(**args)
+    from inspect_ai.util import registry_create
+
+    return registry_create("task", name, **args)
+
+
+def build_tasks(plan: SuitePlan, planning: bool = False) -> list[tuple[SuiteRun, Any]]:
+    """(run, Inspect Task) for every run; each task's metadata names its run (``SUITE_KEY``), which is how
+    ``suite_logs`` finds the logs again (metadata is not part of eval_set's task identifier). Each task is built
+    from its registry name (``create_task``): the same Task, name and task args as calling the ``@task``
+    function. ``planning``: tasks for the dry run's bound and estimate, never run (``tasks.inspect.planning``:
+    TCES does not embed its vocabulary); the same samples as a run's."""
+    import contextlib
+
+    from medfuzz.tasks.inspect.planning import planning_only
+
+    built = []
+    for run in plan.runs():
+        with planning_only() if planning else contextlib.nullcontext():
+            task = create_task(run.task, run.args)
+        task.metadata = {**(task.metadata or {}), SUITE_KEY: run.label}
+        if plan.shard is not None:
+            task = shard_task(task, *plan.shard)
+            if not len(task.dataset):  # fewer samples than shards: this slice is empty (the others cover them)
+                continue
+        built.append((run, task))
+    return built
+
+
+def embed_anchor_texts(built: Sequence[tuple[SuiteRun, Any]]) -> int:
+    """Before the first model call: embed the key option texts the TCES runs' attacks will anchor on
+    (``TCESResources.embed_anchor_texts``), with the resources those runs' solvers use. Otherwise the encoder
+    loads in the middle of the first TCES run (a pause of 7-20 s on 2 cores that the ETA read as a slower
+    endpoint); cached on disk, a later run reads the vectors and never loads the encoder."""
+    from medfuzz.benchmarks.items import MCQItem
+    from medfuzz.tasks.inspect.tces import shared_resources
+
+    texts = 0
+    for run, task in built:
+        if run.method == "tces":
+            config = method_config(run)
+            resources = shared_resources(config.entity, config.vocabulary, config.embedding)
+            texts += resources.embed_anchor_texts(MCQItem.from_record(sample.metadata["item"])
+                                                  for sample in task.dataset)
+    return texts
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The most model calls the suite can make, per run and role (the MedFuzz / TCES configs' ``max_calls``; the
+    clean baseline and MedGuard ask one call per sample, plus the generator's rewrites MedGuard defers)."""
+
+    per_run: dict[str, dict[str, int]]
+    samples: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(sum(roles.values()) for roles in self.per_run.values())
+
+    def lines(self) -> list[str]:
+        width = max((len(label) for label in self.per_run), default=5)
+        out = [f"  {label:{width}s}  {self.samples[label]:>6,} samples  at most {sum(calls.values()):>10,} calls  "
+               f"({', '.join(f'{role} {count:,}' for role, count in calls.items())})"
+               for label, calls in self.per_run.items()]
+        out.append(f"  {'total':{width}s}  {sum(self.samples.values()):>6,} samples  at most {self.total:>10,} calls")
+        return out
+
+
+def method_config(run: SuiteRun) -> Any:
+    """The config a run's task builds from its args (the data-selection names left out) when that config bounds
+    its calls (MedFuzz, TCES: ``Method.config_bounds_calls``), or None for the methods whose bound is one call
+    per sample."""
+    from medfuzz.benchmarks.selection import DataSelection
+
+    method = REGISTRY[run.method]
+    if not method.config_bounds_calls or method.config is None:
+        return None
+    rest = {k: v for k, v in run.args.items() if k not in DataSelection.names()}
+    return method.config().from_options(**rest)
+
+
+def bound(built: Sequence[tuple[SuiteRun, Any]], models: Sequence[str] = ("",)) -> Bound:
+    """The same ``max_calls`` each MedFuzz / TCES task logs when it starts, for the samples the suite gives it;
+    one entry per run and model (keyed by ``run_key``; ``models`` default: one model)."""
+    per_run: dict[str, dict[str, int]] = {}
+    samples: dict[str, int] = {}
+    for run, task in built:
+        n = len(task.dataset)
+        config = method_config(run)
+        if config is not None:
+            calls = config.max_calls(n)
+        else:  # one answer per sample; MedGuard's deferred rewrites one generator call each
+            pending = sum(1 for s in task.dataset if (s.metadata or {}).get("item", {}).get("metadata", {})
+                          .get("pending"))
+            calls = {"target": n, **({"generator": pending} if pending else {})}
+        for model in models:
+            key = run_key(run.label, model, several=len(models) > 1)
+            samples[key] = n
+            per_run[key] = dict(calls)
+    return Bound(per_run, samples)
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+
