@@ -193,7 +193,8 @@ def planted_run(items: int, regime: str, limit: int, mode: str, overrides: dict[
     if regime.startswith("null"):
         spec = spec.with_target(delta=0.0)
     pool = synthetic_items(items, seed=1)
-    config = MedFuzzConfig.from_options(**{**LEVELS["paper"].medfuzz, "exemplars": 0, "seed": 0, **overrides})
+    paper = LEVELS["paper"].options_of("medfuzz")
+    config = MedFuzzConfig.from_options(**{**paper, "exemplars": 0, "seed": 0, **overrides})
     target, attacker = planted_pair(spec, pool)
     loop = VirtualTimeLoop()
 
@@ -282,7 +283,7 @@ def cost_table(items: int) -> None:
     from medfuzz.solvers.medfuzz.config import MedFuzzConfig
 
     roles = ("target", "attacker", "attacker_controls", "target_significance")
-    bound = MedFuzzConfig.from_options(**LEVELS["paper"].medfuzz).max_calls(items)
+    bound = MedFuzzConfig.from_options(**LEVELS["paper"].options_of("medfuzz")).max_calls(items)
     print(f"\nTable 4. A paper-level run on {items} planted items: calls by role (attacker: Algorithm 1's plans, "
           f"post-mortems and items; attacker_controls: control fuzzes; target: the attack dialogs; "
           f"target_significance: p-hats), tests run, and wall at 64 in flight (virtual clock)\n")

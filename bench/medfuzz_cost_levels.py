@@ -76,7 +76,7 @@ class Setting:
     def config(self, seed: int) -> MedFuzzConfig:
         # exemplars 0: the synthetic planted items have no exemplar pool of their own (as in the other MedFuzz
         # benches); no level changes the exemplars, so this does not favour one level
-        return MedFuzzConfig.from_options(**{**LEVELS[self.level].medfuzz, "exemplars": 0, "seed": seed,
+        return MedFuzzConfig.from_options(**{**LEVELS[self.level].options_of("medfuzz"), "exemplars": 0, "seed": seed,
                                              **dict(self.extra)})
 
 

@@ -86,7 +86,7 @@ def planted_run(level: str, regime: str, items: int, concurrency: int = 64) -> d
 def run_args(level: str) -> dict[str, Any]:
     from medfuzz.cli.suite.levels import LEVELS
 
-    return {**LEVELS[level].medfuzz, "exemplars": 0, "seed": 0}
+    return {**LEVELS[level].options_of("medfuzz"), "exemplars": 0, "seed": 0}
 
 
 def estimates(level: str, pool: list[Any], known: dict[str, float]) -> tuple[Any, Any]:

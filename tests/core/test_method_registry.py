@@ -201,3 +201,22 @@ def test_a_new_methods_merged_shards_record_the_whole_runs_bound() -> None:
     with registered(BOUNDED):
         assert _run_start_records(shard, 12) == {"per_sample": 5, "samples": 12, "max_calls": {"target": 60}}
     assert _run_start_records(shard, 12) == {}  # an unregistered method's records are left as they are
+
+
+def test_a_level_gives_the_new_method_settings_and_a_spec_its_runs(probe: Method, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Level settings are keyed by the method's registry key (``Level.methods``): a level can name the new method
+    with no field added anywhere; a level that does not name it runs it as its spec's ``level_runs`` say."""
+    from dataclasses import replace
+
+    from medfuzz.cli.suite import levels
+    from medfuzz.cli.suite.plan import SuitePlan
+
+    probing = replace(levels.LEVELS["quick"], name="probing",
+                      methods={**levels.LEVELS["quick"].methods, "probe": ({"window": 20}, {"window": 80})})
+    monkeypatch.setitem(levels.LEVELS, "probing", probing)
+    runs = SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("probe",), level="probing", limit=2).runs()
+    assert [r.args["window"] for r in runs] == [20, 80] and len({r.label for r in runs}) == 2
+    with registered(replace(PROBE, key="probe2", level_runs=({"window": 5},))):
+        [run] = SuitePlan(model="openai/gpt-4o", out=tmp_path, methods=("probe2",), level="quick", limit=2).runs()
+        assert run.args["window"] == 5

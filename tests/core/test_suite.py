@@ -82,8 +82,8 @@ def test_bound_is_the_sum_of_the_tasks_own_bounds(tmp_path: Path) -> None:
     built = build_tasks(suite)
     calls = bound(built)
     assert calls.samples == {"clean baseline": 10, "tces drugs rands": 10, "medfuzz": 2}
-    medfuzz_config = MedFuzzConfig.from_options(**LEVELS["quick"].medfuzz)
-    tces_config = TCESConfig.from_options(**{k: v for k, v in LEVELS["quick"].tces[0].items()})
+    medfuzz_config = MedFuzzConfig.from_options(**LEVELS["quick"].options_of("medfuzz"))
+    tces_config = TCESConfig.from_options(**{k: v for k, v in LEVELS["quick"].settings_for("tces")[0].items()})
     assert calls.per_run["medfuzz"] == medfuzz_config.max_calls(2)
     assert calls.per_run["tces drugs rands"] == tces_config.max_calls(10)
     assert calls.per_run["clean baseline"] == {"target": 10}
@@ -113,7 +113,7 @@ def _stated_bound(summary: str) -> int:
 @pytest.mark.parametrize("name", list(LEVELS))
 def test_every_level_states_the_bound_its_medfuzz_options_imply(name: str) -> None:
     # the summary is what `medfuzz run` prints before the first call: it must not drift from max_calls
-    config = MedFuzzConfig.from_options(**LEVELS[name].medfuzz)
+    config = MedFuzzConfig.from_options(**LEVELS[name].options_of("medfuzz"))
     assert _stated_bound(LEVELS[name].summary) == sum(config.max_calls(1).values())
     p_hat = re.findall(r"([\d,]+) (?:of them )?p̂ calls\)", LEVELS[name].summary)
     if name in ("paper", "direct", "lean"):  # the cost levels also state the target's p-hat calls
@@ -123,18 +123,20 @@ def test_every_level_states_the_bound_its_medfuzz_options_imply(name: str) -> No
 
 
 def test_cost_levels_change_only_p_hat_and_replicates_and_cost_less() -> None:
-    paper = MedFuzzConfig.from_options(**LEVELS["paper"].medfuzz)
+    paper = MedFuzzConfig.from_options(**LEVELS["paper"].options_of("medfuzz"))
     costs = {}
     for name in ("direct", "lean"):
         level = LEVELS[name]
-        config = MedFuzzConfig.from_options(**level.medfuzz)
+        config = MedFuzzConfig.from_options(**level.options_of("medfuzz"))
         # what keeps a level's attacks and controls paired with the paper's (same seeds, same K, M, test, alpha)
-        assert set(level.medfuzz) <= {"pvalue_prompt", "option_orders", "replicates"}
+        assert set(level.options_of("medfuzz")) <= {"pvalue_prompt", "option_orders", "replicates"}
         assert config.option_orders <= paper.option_orders and config.replicates <= paper.replicates
         assert config.pvalue_prompt == "direct"
         # TCES and MedGuard stay at the paper's (they are cheap)
-        assert (level.tces, level.medguard, level.limits, level.generate) == (
-            LEVELS["paper"].tces, LEVELS["paper"].medguard, LEVELS["paper"].limits, LEVELS["paper"].generate)
+        paper_level = LEVELS["paper"]
+        assert (level.settings_for("tces"), level.settings_for("medguard"), level.limits, level.generate) == (
+            paper_level.settings_for("tces"), paper_level.settings_for("medguard"), paper_level.limits,
+            paper_level.generate)
         costs[name] = sum(config.max_calls(1).values())
     assert sum(paper.max_calls(1).values()) > costs["direct"] > costs["lean"]
 
@@ -143,9 +145,10 @@ def test_cost_levels_change_only_p_hat_and_replicates_and_cost_less() -> None:
 def test_a_cost_level_reaches_the_medfuzz_run_and_its_bound(tmp_path: Path, name: str) -> None:
     suite = plan(tmp_path, level=name, methods=("medfuzz",), limit=2)
     (run,) = suite.runs()
-    assert run.args == {"data": "demo", "limit": 2, **LEVELS[name].medfuzz}
+    assert run.args == {"data": "demo", "limit": 2, **LEVELS[name].options_of("medfuzz")}
     (built,) = build_tasks(suite)
-    assert bound([built]).per_run["medfuzz"] == MedFuzzConfig.from_options(**LEVELS[name].medfuzz).max_calls(2)
+    level_config = MedFuzzConfig.from_options(**LEVELS[name].options_of("medfuzz"))
+    assert bound([built]).per_run["medfuzz"] == level_config.max_calls(2)
 
 
 def test_run_command_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,6 +55,8 @@ class Method:
     # what else a run records when it starts as a function of its config and sample count (the shard merge
     # recomputes it for the whole run beside the bound): record name -> value
     start_records: Callable[[Any, int], dict[str, Any]] | None = None
+    # `medfuzz run`'s runs of it at a level that does not name it: one mapping of task options per run
+    level_runs: tuple[Mapping[str, Any], ...] = ({},)
     roles: tuple[str, ...] = ()  # model roles besides the target (MedFuzz: its attacker)
     starts_first: bool = False  # with one run at a time it starts first (it makes most of the calls)
     run_label: Callable[[Mapping[str, Any]], str] | None = None  # a run's label from its task args; None: key
@@ -277,6 +279,7 @@ register(Method(
     blurb="One entity in a distractor option is replaced by a type-consistent entity drawn by the sampler; "
           "success = the answer leaves the key within the query budget.",
     inspect_task="medfuzz/tces_{benchmark}", run_rank=1, config=_tces_config, config_bounds_calls=True,
+    level_runs=({"entity": "drugs"}, {"entity": "diseases"}),
     run_label=_tces_label,
     lm_eval_family="tces", lm_eval_options=_tces_lm_eval_options, lm_eval_tasks=("tces_{benchmark}_{entity}",),
     lm_eval_prefix="tces", lm_eval_metrics=("clean_acc", "attacked_acc", "flip_rate"),

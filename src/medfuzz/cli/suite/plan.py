@@ -305,10 +305,15 @@ class SuitePlan:
             method = REGISTRY[key]
             data = {k: v for k, v in self.data_args().items() if k in method.data_options}
             extra = self._options_for(key, method.options())
-            for setting in level.settings_for(key):
-                args = {**data, method.limit_option: self.limit_for(key), **setting, **extra}
-                runs.append(SuiteRun(method.label_of(args), key, method.inspect_task_for(self.benchmark),
-                                     _drop_none(args)))
+            settings = level.settings_for(key)
+            every = [{**data, method.limit_option: self.limit_for(key), **setting, **extra} for setting in settings]
+            labels = [method.label_of(args) for args in every]
+            if len(set(labels)) < len(labels):  # a spec whose label does not tell its runs apart: the logs are
+                # found by label, so each run's own settings are added to it
+                labels = [" ".join([label, *(f"{k} {v}" for k, v in setting.items())])
+                          for label, setting in zip(labels, settings, strict=True)]
+            runs += [SuiteRun(label, key, method.inspect_task_for(self.benchmark), _drop_none(args))
+                     for label, args in zip(labels, every, strict=True)]
         return runs
 
     def model_roles(self) -> dict[str, str]:
