@@ -57,6 +57,10 @@ class Method:
     start_records: Callable[[Any, int], dict[str, Any]] | None = None
     # `medfuzz run`'s runs of it at a level that does not name it: one mapping of task options per run
     level_runs: tuple[Mapping[str, Any], ...] = ({},)
+    # a builtin method's Inspect task module under ``medfuzz.tasks.inspect`` (``_registry`` imports it, which
+    # registers its tasks; ``medfuzz run`` builds them from it); a method of another package: None (its tasks
+    # are found in Inspect's registry by ``inspect_task``)
+    task_module: str | None = None
     roles: tuple[str, ...] = ()  # model roles besides the target (MedFuzz: its attacker)
     starts_first: bool = False  # with one run at a time it starts first (it makes most of the calls)
     run_label: Callable[[Mapping[str, Any]], str] | None = None  # a run's label from its task args; None: key
@@ -210,7 +214,7 @@ register(Method(
     key="baseline", title="Clean baseline", section="Clean baselines",
     blurb="Accuracy on the unmodified questions. Strict: Inspect's choice() scorer (the reply must end with "
           "'ANSWER: X'); lenient: the reply may name its option another way.",
-    inspect_task="medfuzz/{benchmark}_clean", run_rank=0, extra_options=("prompt_style",),
+    inspect_task="medfuzz/{benchmark}_clean", task_module="baselines", run_rank=0, extra_options=("prompt_style",),
     run_label=_fixed_label("clean baseline"), recorded=False,
     lm_eval_family="clean", lm_eval_options=_selection_options, lm_eval_tasks=("{benchmark}_clean",),
     lm_eval_names=("{benchmark}_clean",), lm_eval_metrics=("acc",), lm_eval_headline=("acc",),
@@ -232,7 +236,8 @@ register(Method(
     key="medfuzz", title="MedFuzz", section="MedFuzz",
     blurb="An attacker LLM rewrites each question with patient characteristics that should not change the "
           "answer; success = the target's answer flips (paper Algorithms 1-2).",
-    inspect_task="medfuzz/medfuzz_{benchmark}", run_rank=3, config=_medfuzz_config, config_bounds_calls=True,
+    inspect_task="medfuzz/medfuzz_{benchmark}", task_module="medfuzz", run_rank=3, config=_medfuzz_config,
+    config_bounds_calls=True,
     start_records=_medfuzz_start_records,
     roles=("attacker",), starts_first=True,
     lm_eval_family="medfuzz", lm_eval_options=_medfuzz_lm_eval_options, lm_eval_tasks=("medfuzz_{benchmark}",),
@@ -278,7 +283,8 @@ register(Method(
     key="tces", title="TCES", section="TCES",
     blurb="One entity in a distractor option is replaced by a type-consistent entity drawn by the sampler; "
           "success = the answer leaves the key within the query budget.",
-    inspect_task="medfuzz/tces_{benchmark}", run_rank=1, config=_tces_config, config_bounds_calls=True,
+    inspect_task="medfuzz/tces_{benchmark}", task_module="tces", run_rank=1, config=_tces_config,
+    config_bounds_calls=True,
     level_runs=({"entity": "drugs"}, {"entity": "diseases"}),
     run_label=_tces_label,
     lm_eval_family="tces", lm_eval_options=_tces_lm_eval_options, lm_eval_tasks=("tces_{benchmark}_{entity}",),
@@ -309,7 +315,7 @@ register(Method(
 register(Method(
     key="medguard", title="MedGuard", section="MedGuard",
     blurb="Safety indices per aspect and principle (± bootstrap SE); pairwise McNemar tests between models.",
-    inspect_task="medfuzz/medguard", run_rank=2, config=_medguard_config, data_options=(),
+    inspect_task="medfuzz/medguard", task_module="medguard", run_rank=2, config=_medguard_config, data_options=(),
     limit_option="limit_per_aspect",
     lm_eval_family="medguard", lm_eval_options=_medguard_lm_eval_options, lm_eval_tasks=("medguard",),
     lm_eval_prefix="medguard", lm_eval_metrics=("safety",), lm_eval_headline=("safety",),

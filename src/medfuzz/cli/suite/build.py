@@ -3,6 +3,7 @@ calls they imply, per run and role (``Bound``)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,8 @@ from medfuzz.cli.suite.plan import SuitePlan, SuiteRun, run_key
 from medfuzz.records.keys import SUITE_KEY
 from medfuzz.records.methods import METHODS as REGISTRY
 from medfuzz.tasks.inspect.shards import shard_task
+
+INSPECT_TASKS = "medfuzz.tasks.inspect"  # the package of the builtin methods' task modules (``Method.task_module``)
 
 # ------------------------------------------------------------------------------------------------ tasks
 
@@ -25,10 +28,10 @@ def create_task(name: str, args: Mapping[str, Any]) -> Any:
     ``registry_create``."""
     package, _, short = name.partition("/")
     if package == "medfuzz":
-        from medfuzz.tasks.inspect import baselines, medguard, tces
-        from medfuzz.tasks.inspect import medfuzz as medfuzz_tasks
-
-        for module in (baselines, medfuzz_tasks, tces, medguard):
+        for spec in REGISTRY.values():
+            if spec.task_module is None:
+                continue
+            module = importlib.import_module(f"{INSPECT_TASKS}.{spec.task_module}")
             factory = getattr(module, short, None)
             if callable(factory) and getattr(factory, "__module__", None) == module.__name__:  # its own @task
                 return factory(**args)
