@@ -5,10 +5,11 @@ here, in the shell; ``medfuzz.validation.surfaces`` compares what they return wi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from inspect_ai import eval as inspect_eval
 from inspect_ai.log import read_eval_log
@@ -42,29 +43,36 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def planted_logs(spec: PlantedSpec, runs: list[tuple[str, Callable[[], Any]]], folder: Path,
+                 items: list | None = None) -> list[Path]:
+    """Each ``(folder name, task factory)`` of ``runs`` run in-process against one planted server (given
+    ``items`` so that it knows their keys; else the spec's data), the call cache off; their logs, in order."""
+    server = launch(spec, items=items)
+    logs = []
+    try:
+        with environment({**server.inspect_env(), "MEDFUZZ_CALL_CACHE": "0"}):
+            for where, make in runs:
+                [log] = inspect_eval(make(), model=server.inspect_model(), model_base_url=server.base_url,
+                                     log_dir=str(folder / where), display="none", log_level="error", seed=spec.seed)
+                if log.status != "success":
+                    raise RuntimeError(f"validate surfaces: the {where} run did not finish: {log.error}")
+                logs.append(Path(log.location.removeprefix("file://")))
+    finally:
+        server.stop()
+    return logs
+
+
 def clean_baseline_logs(spec: PlantedSpec, limit: int, folder: Path, shards: int) -> tuple[Path, list[Path]]:
     """The clean baseline on the bundled demo rows against the planted server: the whole run's log, and the
     logs of the same run as ``shards`` shards (``shard_task``, what ``medfuzz run --shard K/N`` runs)."""
     from medfuzz.tasks.inspect.baselines import medqa_clean  # type: ignore[attr-defined]  (made per benchmark)
     from medfuzz.tasks.inspect.shards import shard_task
 
-    server = launch(spec)
-    logs = []
-    try:
-        with environment({**server.inspect_env(), "MEDFUZZ_CALL_CACHE": "0"}):
-            tasks = [("inspect", medqa_clean(data="demo", limit=limit))]
-            tasks += [(f"shards/{k}", shard_task(medqa_clean(data="demo", limit=limit), k, shards))
-                      for k in range(1, shards + 1)]
-            for where, task in tasks:
-                [log] = inspect_eval(task, model=server.inspect_model(), model_base_url=server.base_url,
-                                     log_dir=str(folder / where),
-                                     display="none", log_level="error", seed=spec.seed)
-                if log.status != "success":
-                    raise RuntimeError(f"validate surfaces: the Inspect run did not finish: {log.error}")
-                logs.append(Path(log.location.removeprefix("file://")))
-    finally:
-        server.stop()
-    return logs[0], logs[1:]
+    runs: list[tuple[str, Callable[[], Any]]] = [("inspect", lambda: medqa_clean(data="demo", limit=limit))]
+    runs += [(f"shards/{k}", lambda k=k: shard_task(medqa_clean(data="demo", limit=limit), k, shards))
+             for k in range(1, shards + 1)]
+    whole, *parts = planted_logs(spec, runs, folder)
+    return whole, parts
 
 
 def medguard_log(spec: PlantedSpec, n: int, folder: Path) -> Path:
@@ -73,17 +81,9 @@ def medguard_log(spec: PlantedSpec, n: int, folder: Path) -> Path:
     from medfuzz.solvers.medguard.builders import BuildConfig, build
     from medfuzz.tasks.inspect.medguard import medguard
 
-    server = launch(spec, items=build(BuildConfig(n=n, seed=spec.seed)).items)
-    try:
-        with environment({**server.inspect_env(), "MEDFUZZ_CALL_CACHE": "0"}):
-            [log] = inspect_eval(medguard(n=n, seed=spec.seed), model=server.inspect_model(),
-                                 model_base_url=server.base_url,
-                                 log_dir=str(folder / "medguard"), display="none", log_level="error", seed=spec.seed)
-    finally:
-        server.stop()
-    if log.status != "success":
-        raise RuntimeError(f"validate surfaces: the MedGuard run did not finish: {log.error}")
-    return Path(log.location.removeprefix("file://"))
+    [log] = planted_logs(spec, [("medguard", lambda: medguard(n=n, seed=spec.seed))], folder,
+                         items=build(BuildConfig(n=n, seed=spec.seed)).items)
+    return log
 
 
 def tces_log(spec: PlantedSpec, items: list, data: Path, vocabulary: Path, budget: int, folder: Path) -> Path:
@@ -92,18 +92,12 @@ def tces_log(spec: PlantedSpec, items: list, data: Path, vocabulary: Path, budge
     (PDWS n = -20 at temperature 0), on the planted rule's entity type and ``vocabulary``; the log."""
     from medfuzz.tasks.inspect.tces import tces
 
-    server = launch(spec, items=items)
-    try:
-        with environment({**server.inspect_env(), "MEDFUZZ_CALL_CACHE": "0"}):
-            task = tces(benchmark="mcq", data=str(data), data_name="planted TCES items", entity=spec.tces.entity,
-                        vocabulary=str(vocabulary), embedding=spec.tces.embedding, budget=budget)
-            [log] = inspect_eval(task, model=server.inspect_model(), model_base_url=server.base_url,
-                                 log_dir=str(folder / "tces"), display="none", log_level="error", seed=spec.seed)
-    finally:
-        server.stop()
-    if log.status != "success":
-        raise RuntimeError(f"validate surfaces: the TCES run did not finish: {log.error}")
-    return Path(log.location.removeprefix("file://"))
+    def make() -> Any:
+        return tces(benchmark="mcq", data=str(data), data_name="planted TCES items", entity=spec.tces.entity,
+                    vocabulary=str(vocabulary), embedding=spec.tces.embedding, budget=budget)
+
+    [log] = planted_logs(spec, [("tces", make)], folder, items=items)
+    return log
 
 
 @dataclass(frozen=True)
@@ -139,5 +133,5 @@ def model_of(log_path: Path) -> str:
     return str(read_eval_log(str(log_path), header_only=True).eval.model)
 
 
-__all__ = ["Reply", "StoredScore", "clean_baseline_logs", "environment", "medguard_log", "model_of", "replies",
-           "scorer_metrics", "stored_scores", "tces_log"]
+__all__ = ["Reply", "StoredScore", "clean_baseline_logs", "environment", "medguard_log", "model_of", "planted_logs",
+           "replies", "scorer_metrics", "stored_scores", "tces_log"]
