@@ -33,8 +33,8 @@ before and this change after, back to back (load 3.5-4.8 from other work):
 
 At 50 % the estimate of the calls was 1.4x the real count; the rest was the rate: the first TCES run paused about
 20 s while it loaded the sentence encoder for the option-text anchors, and the rate over the later half of the
-time counted that pause. The anchors are now embedded while the tasks are built (``suite.embed_anchor_texts``,
-cached on disk), the same bench:
+time counted that pause. The anchors are now embedded while the tasks are built (``Method.before_first_call``:
+``tasks.inspect.tces.embed_anchor_texts``, cached on disk), the same bench:
 
     after, anchors embedded before the first call   0.81 | 2.00 | 1.37
 

@@ -1,5 +1,5 @@
 """Inspect entry point (``[project.entry-points.inspect_ai] medfuzz``): importing registers the tasks, those of
-every builtin method's task module (``Method.task_module`` in ``medfuzz.records.methods``: one task per method and
+every registered method's task module (``Method.task_module`` in ``medfuzz.records.methods``: one task per method and
 benchmark of ``medfuzz.benchmarks.registry``, ``medqa_clean``, ``tces_mcq``, ..., and MedGuard's per aspect), and
 the ``medfuzz-template`` model provider."""
 
@@ -10,4 +10,4 @@ from medfuzz.records.methods import METHODS
 
 for _spec in METHODS.values():
     if _spec.task_module is not None:
-        importlib.import_module(f"medfuzz.tasks.inspect.{_spec.task_module}")
+        importlib.import_module(_spec.task_module)

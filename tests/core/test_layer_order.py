@@ -23,7 +23,7 @@ FORBIDDEN = [  # (importing layer, imported layer): each pair is a direction the
     ("models", "planted"),  # the known-truth models use the samplers' own vocabulary: they sit above them
     *((core, shell) for core in CORE for shell in ("tasks", "report", "cli", "adapters", "validation")),
 ]
-MODULE_NAME = re.compile(r"^medfuzz(\.[A-Za-z_]\w*)+$")
+MODULE_NAME = re.compile(r"^(medfuzz(\.[A-Za-z_]\w*)+)(:[A-Za-z_][\w.]*)?$")  # a module, or "module:attribute"
 
 
 def module_name(path: Path) -> str:
@@ -47,16 +47,25 @@ def _absolute(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
 def imports_in(source: str, importer: str = "medfuzz.x", is_package: bool = False) -> set[str]:
     """Every module ``source`` imports, wherever the import statement is, and every string constant that is a
     ``medfuzz.*`` module path (what ``importlib.import_module`` is given)."""
+    from medfuzz.records.methods import SHELL_CODE
+
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    # a method spec's names of its shells' code (``Method(renderer="medfuzz.report.tces", ...)``) are imported
+    # by those shells, never by the registry (``tests/core/test_method_registry.py`` holds each in its shell)
+    declared = {id(keyword.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Method"
+                for keyword in node.keywords if keyword.arg in SHELL_CODE}
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             module = _absolute(node, importer, is_package)
             found.add(module)
             found.update(f"{module}.{alias.name}" for alias in node.names)  # ``from medfuzz import stats``
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_NAME.match(node.value):
-            found.add(node.value)
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in declared
+              and (named := MODULE_NAME.match(node.value))):
+            found.add(named.group(1))
     return found
 
 
@@ -102,11 +111,14 @@ def late():
     from lm_eval.api import model
     from . import sibling
 RENDERERS = {"sweep": "medfuzz.cli.suite.sweep_report", "prose": "medfuzz is a package"}
+READER = "medfuzz.report.overview:tces_result"
+SPEC = Method(key="x", renderer="medfuzz.report.tces", title="medfuzz.report.index")
 '''
     found = imports_in(source, "medfuzz.solvers.tces.attack")
     assert {"inspect_ai.log", "medfuzz.scorers.medfuzz", "lm_eval.api", "medfuzz.solvers.tces.sibling",
-            "medfuzz.cli.suite.sweep_report"} <= found
+            "medfuzz.cli.suite.sweep_report", "medfuzz.report.overview", "medfuzz.report.index"} <= found
     assert "medfuzz is a package" not in found
+    assert "medfuzz.report.tces" not in found  # a spec's name of its shell's code: that shell imports it
     assert layer_of("medfuzz.solvers.tces.attack") == "solvers" and layer_of("medfuzz.stats") == "stats"
 
 

@@ -5,6 +5,7 @@ and run card, its numbers on the first screen, in ``summary.json`` and ``model-i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -147,6 +148,86 @@ def test_medfuzz_run_runs_summarises_and_reports_the_new_method(probe: Method, t
     page = (out / "report" / "index.html").read_text()
     assert "<h2>Probe runs</h2>" in page and f"<h3>{PROBE_TASK} · {planted.inspect_model()}" in page
     assert "Probe robustness (Inspect)" in (out / "report" / "model-index.yaml").read_text()
+
+
+def probe_glance(log: object, path: Path) -> object:
+    """The probe's own first-screen reader (``Method.glance``): its accuracy as a share of the samples."""
+    from medfuzz.report.overview import MethodResult, share
+
+    scores = [s.scores["probe_scorer"].value for s in log.samples]  # type: ignore[attr-defined]
+    return MethodResult("probe", "Inspect", "Probe · own reader", PROBE_TASK, "demo",
+                        [share("probe_acc", int(sum(scores)), len(scores), headline=True)], [str(path)])
+
+
+def probe_title(done: object) -> str:
+    return f"Probe block over {len(done.logs)} run(s)"  # type: ignore[attr-defined]
+
+
+def probe_words(done: object, harness: str) -> list[str]:
+    return [f"  probe words after {harness}"]
+
+
+def test_a_new_methods_own_reader_and_terminal_block_are_named_by_its_spec(
+        probe: Method, tmp_path: Path, planted: PlantedServer, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A method's first-screen reader and terminal block are code of the shells, named in its spec by import
+    name (``glance``, ``terminal_title``, ``terminal_words``): the report and the summary call them, with no
+    table of their own to edit."""
+    from dataclasses import replace
+
+    from medfuzz.cli.run import execute
+    from medfuzz.cli.suite.plan import SuitePlan
+
+    for name, value in planted.inspect_env().items():
+        monkeypatch.setenv(name, value)
+    named = replace(probe, glance=f"{__name__}:probe_glance", terminal_title=f"{__name__}:probe_title",
+                    terminal_words=f"{__name__}:probe_words")
+    with registered(named):
+        plan = SuitePlan(model=planted.inspect_model(), out=tmp_path / "run", methods=("probe",), level="quick",
+                         limit=4)
+        done = execute(plan, preflight=False)
+    printed = capsys.readouterr().out
+    assert (done.code, done.error) == (0, None)
+    summary = json.loads((tmp_path / "run" / "report" / "summary.json").read_text())
+    (result,) = summary["models"][planted.inspect_model()]["results"]
+    assert result["title"] == "Probe · own reader" and result["numbers"]["probe_acc"]["n"] == 4
+    assert "\nProbe block over 1 run(s)\n  Inspect  Probe · own reader" in printed, printed
+    assert "  probe words after Inspect\n  probe words after lm-eval\n" in printed, printed
+
+
+# each name a spec gives for a shell: the package it must live in (above the registry: only a shell imports it)
+# and what it is called with
+SHELL_NAMES = {"task_module": ("medfuzz.tasks.inspect.", None), "renderer": ("medfuzz.report.", None),
+               "glance": ("medfuzz.report.", 2), "glance_runs": ("medfuzz.report.", 1),
+               "terminal_title": ("medfuzz.cli.", 1), "terminal_words": ("medfuzz.cli.", 2),
+               "cost_estimate": ("medfuzz.cli.suite.", 5), "before_first_call": ("medfuzz.tasks.inspect.", 2)}
+
+
+def test_every_shell_name_of_a_builtin_spec_resolves_to_what_its_shell_calls() -> None:
+    import inspect
+    import pkgutil
+    import types
+
+    from medfuzz.records.methods import SHELL_CODE, Method
+
+    names = {f.name for f in dataclasses.fields(Method) if f.type == "str | None"}
+    assert set(SHELL_NAMES) == set(SHELL_CODE) and names - set(SHELL_CODE) == {"lm_eval_family", "lm_eval_prefix"}
+    seen = 0
+    for spec in METHODS.values():
+        assert not (spec.glance and spec.glance_runs), spec.key  # one reader or the other
+        for field_name, (package, arity) in SHELL_NAMES.items():
+            name = getattr(spec, field_name)
+            if name is None:
+                continue
+            assert name.startswith(package), (spec.key, field_name, name)
+            found = pkgutil.resolve_name(name)
+            if arity is None:
+                assert isinstance(found, types.ModuleType)
+                assert field_name != "renderer" or callable(found.render)
+            else:
+                assert len(inspect.signature(found).parameters) == arity, (spec.key, field_name)
+            seen += 1
+    assert seen == 19  # 4 task modules, 3 renderers, 3 + 1 readers, 3 + 2 terminal, 2 cost, 1 before the first call
 
 
 def test_the_builtin_tasks_are_built_without_inspects_registry_lookup(tmp_path, monkeypatch):

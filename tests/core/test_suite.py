@@ -235,8 +235,11 @@ def test_a_limit_option_is_the_limit_of_both_harnesses(tmp_path: Path) -> None:
     assert runs["medguard"].args["limit_per_aspect"] == suite.limit_for("medguard") == 1
     _, metadata = lm_eval_tasks(suite, None)
     assert metadata["clean_limit"] == 4 and metadata["medguard_limit_per_aspect"] == 1
-    assert metadata["tces_limit"] == suite.limit_for("tces") == 10  # the level's: no option for TCES
+    # no option for TCES: the level's own lm-eval count (Level.lm_eval_limits), not its Inspect count
+    assert metadata["tces_limit"] == suite.lm_eval_limit_for("tces") == 5 and suite.limit_for("tces") == 10
     assert plan(tmp_path, level="quick", options={"limit": 3}).limit_for("medfuzz") == 3
+    given = plan(tmp_path, level="quick", limit=7)  # a count the user gives wins in both halves
+    assert lm_eval_tasks(given, None)[1]["tces_limit"] == given.limit_for("tces") == 7
 
 
 @pytest.mark.parametrize("level", list(LEVELS))

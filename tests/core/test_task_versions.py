@@ -32,7 +32,7 @@ OWN_DATA = Path(__file__).parents[1] / "fixtures" / "own_mmlu.csv"  # a benchmar
 def _registered_tasks() -> dict[str, Any]:
     """The task factories the Inspect entry point registers, by registry name: the ``@task`` functions of the task
     modules it imports (``Method.task_module`` of every registered method)."""
-    modules = [sys.modules[f"medfuzz.tasks.inspect.{spec.task_module}"] for spec in registry.METHODS.values()
+    modules = [sys.modules[spec.task_module] for spec in registry.METHODS.values()
                if spec.task_module is not None]  # imported by the entry point itself (KeyError otherwise)
     return {info.name: value for module in modules for value in vars(module).values()
             if (info := getattr(value, "__registry_info__", None)) is not None and info.type == "task"

@@ -12,12 +12,14 @@ the two harnesses)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import pkgutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from medfuzz.records.keys import recorded_config
+from medfuzz.records.methods import METHODS
 from medfuzz.report.terminal import first_screen_results, result_lines
 
 
@@ -63,12 +65,12 @@ class Finished:
 def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, model: str) -> list[str]:
     """The summary of one target model's runs (``logs``: the suite label -> its EvalLog header, finished runs
     only): one block per registered method with results, in the suite's order (``records.methods``): a title
-    (the method's own words where ``TITLES`` has them), then each result's numbers as the report's first screen
-    shows them (``result_lines``) and what a method adds in words (``WORDS``). A block starts with its blank
-    line."""
+    (the method's own, its spec's ``terminal_title``, else its title), then each result's numbers as the report's
+    first screen shows them (``result_lines``) and what a method adds in words (its spec's ``terminal_words``).
+    A block starts with its blank line."""
     from medfuzz.cli.suite.plan import EMBEDDED
     from medfuzz.records.locations import local_path
-    from medfuzz.records.methods import METHODS, suite_order
+    from medfuzz.records.methods import suite_order
 
     embedded = plan.model == EMBEDDED
     name = "SmolLM2-135M-Instruct (embedded)" if embedded else model
@@ -79,10 +81,11 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
     done = Finished(plan, logs, paths, lm_eval_out, name, lm_file, lm_data, results)
     for method in suite_order():  # every registered method: a block shows the results there are, else nothing
         found = done.of(method)
-        words = WORDS.get(method, lambda done, harness: [])
+        spec = METHODS[method]
+        words = pkgutil.resolve_name(spec.terminal_words) if spec.terminal_words else lambda done, harness: []
         if not found and not words(done, "lm-eval"):
             continue
-        lines += ["", TITLES[method](done) if method in TITLES else METHODS[method].title]
+        lines += ["", pkgutil.resolve_name(spec.terminal_title)(done) if spec.terminal_title else spec.title]
         for harness in ("Inspect", "lm-eval"):
             for result in (r for r in found if r.harness == harness):
                 lines += result_lines(result)
@@ -94,13 +97,14 @@ def summary_lines(plan: Any, logs: Mapping[str, Any], lm_eval_out: Path | None, 
 
 
 # ------------------------------------------------------------------------------ each method's own words
+# (named by the builtin methods' specs: ``records.methods.Method.terminal_title`` / ``terminal_words``)
 
 
-def _baseline_title(done: Finished) -> str:
+def baseline_title(done: Finished) -> str:
     return f"Clean baseline ({_data(done.plan).label})"
 
 
-def _baseline_words(done: Finished, harness: str) -> list[str]:
+def baseline_words(done: Finished, harness: str) -> list[str]:
     """After the lm-eval result: on how many items both harnesses had the same strict correctness."""
     from medfuzz.report.runs import read_inspect_log, read_lm_eval_output
 
@@ -114,16 +118,16 @@ def _baseline_words(done: Finished, harness: str) -> list[str]:
     return [f"  same strict correctness in both harnesses on {same}/{len(shared)} items"]
 
 
-def _medguard_title(done: Finished) -> str:
+def medguard_title(done: Finished) -> str:
     log = done.logs.get("medguard")
     if log is None:
         return "MedGuard"
-    per = (log.eval.task_args or {}).get("limit_per_aspect")  # as run (-T may have set it)
+    per = (log.eval.task_args or {}).get(METHODS["medguard"].limit_option)  # as run (-T may have set it)
     size = f"{per} item(s) per aspect; equity: {per} case(s) × 8 variants" if per else "every item"
     return f"MedGuard (balanced bundled build, {size})  safety index ± bootstrap SE, chance level beside it"
 
 
-def _medfuzz_title(done: Finished) -> str:
+def medfuzz_title(done: Finished) -> str:
     from medfuzz.cli.suite.plan import TEMPLATE_ATTACKER
 
     log = done.logs.get("medfuzz")
@@ -140,7 +144,7 @@ def _medfuzz_title(done: Finished) -> str:
             f"K={config.get('turns', '?')}, {config.get('replicates', '?')} replicate(s), {test})")
 
 
-def _medfuzz_words(done: Finished, harness: str) -> list[str]:
+def medfuzz_words(done: Finished, harness: str) -> list[str]:
     """What the numbers cannot say alone: that nothing succeeded (Inspect), or why lm-eval scored nothing."""
     if harness == "Inspect":
         asr = next((n for r in done.of("medfuzz") if r.harness == "Inspect" for n in r.numbers
@@ -152,10 +156,3 @@ def _medfuzz_words(done: Finished, harness: str) -> list[str]:
         return [f"  lm-eval  medfuzz_{done.plan.benchmark} skipped: the target got every item wrong, so nothing "
                 "was attacked"]
     return []
-
-
-# the methods' own title lines and words (any other registered method: its title and its results alone)
-TITLES: dict[str, Callable[[Finished], str]] = {
-    "baseline": _baseline_title, "medguard": _medguard_title, "medfuzz": _medfuzz_title}
-WORDS: dict[str, Callable[[Finished, str], list[str]]] = {
-    "baseline": _baseline_words, "medfuzz": _medfuzz_words}

@@ -2,14 +2,15 @@
 suite (``medfuzz run``'s plan, its option checks, its bound and its lm-eval half), lm-eval's option reader, the
 report (its sections, its first screen, ``summary.json``, ``model-index.yaml``, its labels), the terminal
 summary and the log reader (``keys.method_of``) loop over. A method is added by ``register``-ing one more spec;
-the shells' own per-method tables (a first-screen reader, a summary block) are optional refinements.
+its own section renderer, first-screen reader and terminal block are optional refinements it names.
 
 A spec holds what every layer may know: names, keys, option names and refusals, titles and labels, and the
 config dataclass (harness-free, loaded when asked). What only a shell holds is named here the way that shell
 looks it up, so this layer points up at nothing: the Inspect task by its Inspect registry name (the tasks layer
-builds it with Inspect's ``registry_create``), the section renderer by its module's name inside ``medfuzz.report``
-(the report imports it). A method with no renderer is shown by its run cards and by the ``headline`` metrics of
-its Inspect logs, which is all a new method needs to appear in the report.
+builds it with Inspect's ``registry_create``); the section renderer, the first-screen reader and the terminal
+block by their import names ("medfuzz.report.tces", "medfuzz.report.overview:tces_result"), which only the
+report and the terminal summary import. A method with none of them is shown by its run cards and by the
+``headline`` metrics of its Inspect logs, which is all a new method needs to appear in the report.
 
 TextAttack's attack recipes (one recipe per paper over shared components) are the model: a spec composes
 what the layers provide; it computes nothing.
@@ -57,9 +58,9 @@ class Method:
     start_records: Callable[[Any, int], dict[str, Any]] | None = None
     # `medfuzz run`'s runs of it at a level that does not name it: one mapping of task options per run
     level_runs: tuple[Mapping[str, Any], ...] = ({},)
-    # a builtin method's Inspect task module under ``medfuzz.tasks.inspect`` (``_registry`` imports it, which
-    # registers its tasks; ``medfuzz run`` builds them from it); a method of another package: None (its tasks
-    # are found in Inspect's registry by ``inspect_task``)
+    # the import name of the module that defines its Inspect tasks: medfuzz's entry point (``_registry``) imports
+    # it, which registers them, and ``medfuzz run`` builds its builtin tasks from it; None: its tasks are
+    # registered by its own package (found in Inspect's registry by ``inspect_task``)
     task_module: str | None = None
     roles: tuple[str, ...] = ()  # model roles besides the target (MedFuzz: its attacker)
     starts_first: bool = False  # with one run at a time it starts first (it makes most of the calls)
@@ -76,8 +77,26 @@ class Method:
     lm_eval_prefix: str | None = None  # and every task name that starts with this
     lm_eval_metrics: tuple[str, ...] = ()  # the metrics of its lm-eval results the first screen shows
     lm_eval_headline: tuple[str, ...] = ()  # of which those the comparison figure draws
+    # --- the shells' own code for it, each named "package.module" or "package.module:function" (as entry points
+    # are: ``pkgutil.resolve_name``) and imported only by the shell that calls it, so this layer points up at
+    # nothing; None: that shell's generic form (``tests/core/test_method_registry.py`` resolves every name)
+    renderer: str | None = None  # its report section: a module with ``render(log_paths, out_dir)``
+    # its first-screen result from one finished Inspect log: ``(log, path) -> MethodResult | None``; None: its
+    # ``headline`` metrics as the task logged them (``report.overview.headline_result``)
+    glance: str | None = None
+    # or its first-screen results read over every input at once: ``(paths) -> [(model, MethodResult)]`` (MedGuard:
+    # one result per model over its ten aspects' logs or lm-eval docs); lm-eval's own table rows for the files it
+    # read are then left out (one number per estimate)
+    glance_runs: str | None = None
+    # ``medfuzz run``'s expected cost of one run: ``(config, task, n, ceiling, assumed) -> (expected, worst,
+    # note)`` (``cli.suite.cost``); None: one call per sample, or its bound where its config bounds its calls
+    cost_estimate: str | None = None
+    # work ``medfuzz run`` does for one of its runs before the first model call: ``(config, task) -> int``
+    # (TCES: embed the key options its attacks anchor on, so the encoder does not load mid-run)
+    before_first_call: str | None = None
+    terminal_title: str | None = None  # its block's title in the terminal summary: ``(Finished) -> str``
+    terminal_words: str | None = None  # what its block adds in words: ``(Finished, harness) -> list[str]``
     # --- the report
-    renderer: str | None = None  # its section's renderer: a module name inside medfuzz.report
     key_parameters: tuple[str, ...] = ()  # the task args a run card's title names
     headline: tuple[str, ...] = ()  # the Inspect metrics its first-screen result shows (a renderer may show more)
     harness_note: str = ""  # why lm-eval's and Inspect's numbers differ, shown where both appear
@@ -89,6 +108,12 @@ class Method:
         """The names its Inspect task takes: the data selection, its own extras, its config's fields."""
         configured = () if self.config is None else tuple(f.name for f in dataclasses.fields(self.config()))
         return (*self.data_options, *self.extra_options, *configured)
+
+    @property
+    def lm_eval_limit_option(self) -> str:
+        """The lm-eval ``--metadata`` name of its item count: its family and its task's (``clean_limit``,
+        ``medguard_limit_per_aspect``)."""
+        return f"{self.lm_eval_family}_{self.limit_option}"
 
     def label_of(self, args: Mapping[str, Any]) -> str:
         return self.run_label(args) if self.run_label is not None else self.key
@@ -107,6 +132,11 @@ class Method:
     def label_table(self) -> dict[str, str]:
         return {**self.labels, **(self.more_labels() if self.more_labels is not None else {})}
 
+
+# the fields of a spec that name a shell's code: each is imported only by the shell that calls it (the layer-order
+# test reads these names in a ``Method(...)`` as that shell's, not as imports of this layer)
+SHELL_CODE = ("task_module", "renderer", "glance", "glance_runs", "terminal_title", "terminal_words",
+              "cost_estimate", "before_first_call")
 
 METHODS: dict[str, Method] = {}  # key -> spec, in the report's order (``run_rank`` orders the suite)
 
@@ -214,8 +244,11 @@ register(Method(
     key="baseline", title="Clean baseline", section="Clean baselines",
     blurb="Accuracy on the unmodified questions. Strict: Inspect's choice() scorer (the reply must end with "
           "'ANSWER: X'); lenient: the reply may name its option another way.",
-    inspect_task="medfuzz/{benchmark}_clean", task_module="baselines", run_rank=0, extra_options=("prompt_style",),
+    inspect_task="medfuzz/{benchmark}_clean", task_module="medfuzz.tasks.inspect.baselines", run_rank=0,
+    extra_options=("prompt_style",),
     run_label=_fixed_label("clean baseline"), recorded=False,
+    glance="medfuzz.report.overview:baseline_result", terminal_title="medfuzz.cli.summary:baseline_title",
+    terminal_words="medfuzz.cli.summary:baseline_words",
     lm_eval_family="clean", lm_eval_options=_selection_options, lm_eval_tasks=("{benchmark}_clean",),
     lm_eval_names=("{benchmark}_clean",), lm_eval_metrics=("acc",), lm_eval_headline=("acc",),
     key_parameters=("prompt_style", "shuffle_choices"), headline=("baseline_acc",),
@@ -236,14 +269,18 @@ register(Method(
     key="medfuzz", title="MedFuzz", section="MedFuzz",
     blurb="An attacker LLM rewrites each question with patient characteristics that should not change the "
           "answer; success = the target's answer flips (paper Algorithms 1-2).",
-    inspect_task="medfuzz/medfuzz_{benchmark}", task_module="medfuzz", run_rank=3, config=_medfuzz_config,
+    inspect_task="medfuzz/medfuzz_{benchmark}", task_module="medfuzz.tasks.inspect.medfuzz", run_rank=3,
+    config=_medfuzz_config,
     config_bounds_calls=True,
     start_records=_medfuzz_start_records,
     roles=("attacker",), starts_first=True,
     lm_eval_family="medfuzz", lm_eval_options=_medfuzz_lm_eval_options, lm_eval_tasks=("medfuzz_{benchmark}",),
     lm_eval_input="fuzzed", lm_eval_prefix="medfuzz",
     lm_eval_metrics=("clean_acc", "attacked_acc", "flip_rate"), lm_eval_headline=("flip_rate",),
-    renderer="medfuzz", key_parameters=("turns", "replicates", "controls", "pvalue_prompt"),
+    renderer="medfuzz.report.medfuzz", glance="medfuzz.report.overview:medfuzz_result",
+    terminal_title="medfuzz.cli.summary:medfuzz_title", terminal_words="medfuzz.cli.summary:medfuzz_words",
+    cost_estimate="medfuzz.cli.suite.cost:medfuzz_cost",
+    key_parameters=("turns", "replicates", "controls", "pvalue_prompt"),
     headline=("medfuzz_post_attack_acc", "medfuzz_asr"),
     harness_note="lm-eval's medfuzz_* tasks score the letter log-likelihoods of the clean and the already fuzzed "
                  "question, Inspect's MedFuzz scores the answers the target generates while the attacker rewrites "
@@ -283,7 +320,7 @@ register(Method(
     key="tces", title="TCES", section="TCES",
     blurb="One entity in a distractor option is replaced by a type-consistent entity drawn by the sampler; "
           "success = the answer leaves the key within the query budget.",
-    inspect_task="medfuzz/tces_{benchmark}", task_module="tces", run_rank=1, config=_tces_config,
+    inspect_task="medfuzz/tces_{benchmark}", task_module="medfuzz.tasks.inspect.tces", run_rank=1, config=_tces_config,
     config_bounds_calls=True,
     level_runs=({"entity": "drugs"}, {"entity": "diseases"}),
     run_label=_tces_label,
@@ -297,7 +334,10 @@ register(Method(
         **{name: _TCES_INSPECT_ONLY.format(name) for name in ("zoo_m", "zoo_step", "zoo_neighbours", "max_tokens",
                                                                "temperature", "max_retries")},
     },
-    renderer="tces", key_parameters=("entity", "sampler", "n", "budget"), headline=("tces_asr",),
+    renderer="medfuzz.report.tces", glance="medfuzz.report.overview:tces_result",
+    cost_estimate="medfuzz.cli.suite.cost:tces_cost",
+    before_first_call="medfuzz.tasks.inspect.tces:embed_anchor_texts",
+    key_parameters=("entity", "sampler", "n", "budget"), headline=("tces_asr",),
     harness_note="lm-eval's tces_* tasks score one substitution per item by letter log-likelihood (ASR@1); "
                  "Inspect's TCES searches up to B substitutions and scores generated answers (ASR@B).",
     model_index_task="TCES type-consistent entity substitution",
@@ -315,7 +355,8 @@ register(Method(
 register(Method(
     key="medguard", title="MedGuard", section="MedGuard",
     blurb="Safety indices per aspect and principle (± bootstrap SE); pairwise McNemar tests between models.",
-    inspect_task="medfuzz/medguard", task_module="medguard", run_rank=2, config=_medguard_config, data_options=(),
+    inspect_task="medfuzz/medguard", task_module="medfuzz.tasks.inspect.medguard", run_rank=2,
+    config=_medguard_config, data_options=(),
     limit_option="limit_per_aspect",
     lm_eval_family="medguard", lm_eval_options=_medguard_lm_eval_options, lm_eval_tasks=("medguard",),
     lm_eval_prefix="medguard", lm_eval_metrics=("safety",), lm_eval_headline=("safety",),
@@ -327,7 +368,9 @@ register(Method(
         "aspects": "each aspect is its own task (medguard_<aspect>; the medguard group runs all ten): list the "
                    "ones you want in --tasks",
     },
-    renderer="medguard", key_parameters=("strategy", "aspects"), headline=("medguard_overall",),
+    renderer="medfuzz.report.medguard", glance_runs="medfuzz.report.overview:medguard_results",
+    terminal_title="medfuzz.cli.summary:medguard_title", key_parameters=("strategy", "aspects"),
+    headline=("medguard_overall",),
     harness_note="lm-eval's MedGuard scores the most likely answer letter; Inspect's scores the generated reply, "
                  "where a refusal or an unparsed reply counts as wrong.",
     model_index_task="MedGuard medical safety",

@@ -27,7 +27,7 @@ from medfuzz.report.problems import Problems, describe
 __all__ = ["Rendered", "collect_logs", "render_all", "renderers", "usable_logs"]
 
 # the renderers of the sections that are no method's; a method's renderer is named by its spec
-# (``records.methods.Method.renderer``, a module of this package)
+# (``records.methods.Method.renderer``, a module's import name)
 OTHER_RENDERERS = {"sweep": "medfuzz.report.sweep", "compare": "medfuzz.report.compare"}
 
 
@@ -35,7 +35,7 @@ def renderers() -> dict[str, str]:
     """The page's section key -> the module that renders it, in the page's order (``index.page_sections``)."""
     from medfuzz.report.index import page_sections
 
-    named = {key: f"{__name__}.{method.renderer}" for key, method in METHODS.items() if method.renderer}
+    named = {key: method.renderer for key, method in METHODS.items() if method.renderer}
     return {key: (named.get(key) or OTHER_RENDERERS[key]) for key in page_sections()
             if key in named or key in OTHER_RENDERERS}
 

@@ -11,8 +11,9 @@ SEs and chance levels from ``scorers.medguard`` (``safety_report`` / ``position_
 MedGuard runs); Wilson intervals from ``medfuzz.stats.proportion`` (the one Wilson helper). lm-eval numbers are
 the ones lm-eval reported, with its own standard errors. Each result carries the data it was computed on
 (``DataSource``: a Hub id only for items read from that Hub dataset). The methods, their titles, order and
-notes come from the method registry (``records.methods``); a registered method without a reader here
-(``GLANCE_READERS``) shows the headline metrics its task logged (``headline_result``).
+notes come from the method registry (``records.methods``), and so does each method's reader (its spec's
+``glance`` or ``glance_runs``: the builtins' are below); a method that names none shows the headline metrics its
+task logged (``headline_result``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import html
 import io
 import json
 import math
+import pkgutil
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -298,7 +300,7 @@ def medfuzz_result(log: Any, path: Path) -> MethodResult | None:
                         data=data)
 
 
-def tces_result(path: Path) -> MethodResult | None:
+def tces_result(log: Any, path: Path) -> MethodResult | None:
     from medfuzz.report.tces import read_tces_log
     from medfuzz.scorers.tces import successes_by_budget
 
@@ -357,6 +359,9 @@ def _mean_of(chances: dict[Any, float], aspects: Iterable[Any]) -> float:
     return sum(found) / len(found) if found else math.nan
 
 
+LM_EVAL_TABLE_NOTE = "as lm-eval reported it, ± lm-eval's stderr"  # a result read from lm-eval's table
+
+
 def lm_eval_results(path: Path, data: dict[str, Any]) -> list[tuple[str, MethodResult]]:
     """The numbers lm-eval reported for each registered method's tasks (``Method.lm_eval_metrics``); a subtask
     whose group reports as the same method and is among the results is left to the group (MedGuard's ten
@@ -383,7 +388,7 @@ def lm_eval_results(path: Path, data: dict[str, Any]) -> list[tuple[str, MethodR
         if numbers:
             out.append((lm_eval_model_name(data), MethodResult(method.key, "lm-eval", f"{method.title} · {task}",
                                                            task, task, numbers, [str(path)],
-                                                           note="as lm-eval reported it, ± lm-eval's stderr",
+                                                           note=LM_EVAL_TABLE_NOTE,
                                                            data=lm_eval_data(data, task, method))))
     return out
 
@@ -449,13 +454,6 @@ def glance_method(log: Any) -> str:
     return "other" if method == "baseline" else method
 
 
-# the registered methods' own first-screen readers (any other registered method: ``headline_result``); MedGuard's
-# logs are read together, per model (``medguard_results``), so its entry reads nothing here
-GLANCE_READERS: dict[str, Callable[[Any, Path], MethodResult | None] | None] = {
-    "baseline": baseline_result, "medfuzz": medfuzz_result, "tces": lambda log, path: tces_result(path),
-    "medguard": None}
-
-
 def build(paths: list[Path]) -> list[ModelCard]:
     """One card per target model over every run in ``paths`` (models in order of first appearance)."""
     from medfuzz.report.log_reader import read_log
@@ -481,31 +479,26 @@ def build(paths: list[Path]) -> list[ModelCard]:
             continue
         if log.status != "success":
             continue  # a failed run has no numbers; its card carries the banner
-        method = glance_method(log)
-        if method in GLANCE_READERS:
-            reader = GLANCE_READERS[method]
-            if reader is not None:
-                add(str(log.eval.model), reader(log, path))
-        elif method in METHODS:  # a method with no reader of its own: its headline metrics as the task logs them
-            add(str(log.eval.model), headline_result(log, path, METHODS[method]))
-    by_medguard = set()  # lm-eval files whose MedGuard docs ``medguard_results`` read: one number each, not two
-    for model, result in medguard_results(list(paths)):
-        add(model, result)
-        if result.harness == "lm-eval":
-            by_medguard.update(result.sources)
-    for card in cards.values():  # lm-eval's own group mean ± its stderr would be the same index a second time
-        card.results = [r for r in card.results if not (_lm_eval_table_medguard(r) and set(r.sources) <= by_medguard)]
+        spec = METHODS.get(glance_method(log))
+        if spec is None or spec.glance_runs is not None:  # not a registered method's, or read with its others
+            continue
+        if spec.glance is not None:
+            add(str(log.eval.model), pkgutil.resolve_name(spec.glance)(log, path))
+        else:  # a method with no reader of its own: its headline metrics as the task logs them
+            add(str(log.eval.model), headline_result(log, path, spec))
+    read_together: dict[str, set[str]] = defaultdict(set)  # method -> the lm-eval files its ``glance_runs`` read
+    for spec in (s for s in METHODS.values() if s.glance_runs is not None):
+        for model, result in pkgutil.resolve_name(spec.glance_runs)(list(paths)):
+            add(model, result)
+            if result.harness == "lm-eval":
+                read_together[spec.key].update(result.sources)
+    for card in cards.values():  # lm-eval's own table row for the same docs would be the same estimate twice
+        card.results = [r for r in card.results if not (r.harness == "lm-eval" and r.note == LM_EVAL_TABLE_NOTE
+                                                        and set(r.sources) <= read_together[r.method])]
     merged = one_card_per_model(list(cards.values()))
     for card in merged:  # one order whatever the logs' file names (their start times differ from run to run)
         card.results.sort(key=result_order)
     return merged
-
-
-def _lm_eval_table_medguard(result: MethodResult) -> bool:
-    """A MedGuard result as lm-eval's table reported it (``lm_eval_results``: its ``safety``), not as
-    ``medguard_results`` reads the same docs (the estimator every MedGuard number on the page uses)."""
-    return (result.harness == "lm-eval" and result.method == "medguard"
-            and any(n.metric == "safety" for n in result.numbers))
 
 
 def result_order(result: MethodResult) -> tuple[int, bool, str, str]:

@@ -13,8 +13,6 @@ from medfuzz.records.keys import SUITE_KEY
 from medfuzz.records.methods import METHODS as REGISTRY
 from medfuzz.tasks.inspect.shards import shard_task
 
-INSPECT_TASKS = "medfuzz.tasks.inspect"  # the package of the builtin methods' task modules (``Method.task_module``)
-
 # ------------------------------------------------------------------------------------------------ tasks
 
 
@@ -31,7 +29,7 @@ def create_task(name: str, args: Mapping[str, Any]) -> Any:
         for spec in REGISTRY.values():
             if spec.task_module is None:
                 continue
-            module = importlib.import_module(f"{INSPECT_TASKS}.{spec.task_module}")
+            module = importlib.import_module(spec.task_module)
             factory = getattr(module, short, None)
             if callable(factory) and getattr(factory, "__module__", None) == module.__name__:  # its own @task
                 return factory(**args)
@@ -63,22 +61,18 @@ def build_tasks(plan: SuitePlan, planning: bool = False) -> list[tuple[SuiteRun,
     return built
 
 
-def embed_anchor_texts(built: Sequence[tuple[SuiteRun, Any]]) -> int:
-    """Before the first model call: embed the key option texts the TCES runs' attacks will anchor on
-    (``TCESResources.embed_anchor_texts``), with the resources those runs' solvers use. Otherwise the encoder
-    loads in the middle of the first TCES run (a pause of 7-20 s on 2 cores that the ETA read as a slower
-    endpoint); cached on disk, a later run reads the vectors and never loads the encoder."""
-    from medfuzz.benchmarks.items import MCQItem
-    from medfuzz.tasks.inspect.tces import shared_resources
+def before_first_call(built: Sequence[tuple[SuiteRun, Any]]) -> int:
+    """What each run's method does before the first model call (``Method.before_first_call``: TCES embeds the
+    key options its attacks anchor on, so its encoder does not load in the middle of the first run, a pause of
+    7-20 s on 2 cores that the ETA read as a slower endpoint); the count of what it did."""
+    import pkgutil
 
-    texts = 0
+    done = 0
     for run, task in built:
-        if run.method == "tces":
-            config = method_config(run)
-            resources = shared_resources(config.entity, config.vocabulary, config.embedding)
-            texts += resources.embed_anchor_texts(MCQItem.from_record(sample.metadata["item"])
-                                                  for sample in task.dataset)
-    return texts
+        spec = REGISTRY.get(run.method)
+        if spec is not None and spec.before_first_call is not None:
+            done += pkgutil.resolve_name(spec.before_first_call)(method_config(run), task)
+    return done
 
 
 @dataclass(frozen=True)

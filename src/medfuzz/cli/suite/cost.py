@@ -34,6 +34,7 @@ the calls paid per role (``bench/suite_cost_estimate.py``; docs/performance.md, 
 from __future__ import annotations
 
 import math
+import pkgutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -56,6 +57,7 @@ from medfuzz.cli.suite.cost_model import (
     tces_costs,
     tokens,
 )
+from medfuzz.records.methods import METHODS
 
 # ------------------------------------------------------------------------------------------------ the suite
 
@@ -201,10 +203,9 @@ def estimate(built: Sequence[tuple[Any, Any]], bound: Any, models: Sequence[str]
         for model in models:
             key = run_key(run.label, model, several=len(models) > 1)
             ceiling = bound.per_run[key]
-            if run.method == "medfuzz" and config is not None:
-                expected, worst, note = _medfuzz(config, task, n, ceiling, assumed)
-            elif run.method == "tces" and config is not None:
-                expected, worst, note = _tces(config, task, ceiling, assumed)
+            spec = METHODS.get(run.method)
+            if spec is not None and spec.cost_estimate is not None and config is not None:
+                expected, worst, note = pkgutil.resolve_name(spec.cost_estimate)(config, task, n, ceiling, assumed)
             elif config is None:
                 expected, worst, note = _one_call_each(task, ceiling, assumed, max_tokens)
                 unbounded = unbounded or max_tokens is None
@@ -215,8 +216,10 @@ def estimate(built: Sequence[tuple[Any, Any]], bound: Any, models: Sequence[str]
     return SuiteEstimate(runs, assumed, dict(known or {}), attacker, unbounded)
 
 
-def _medfuzz(config: Any, task: Any, n: int, ceiling: Mapping[str, int],
-             assumed: Sequence[Assumptions]) -> tuple[dict[str, Costs], Costs, str]:
+def medfuzz_cost(config: Any, task: Any, n: int, ceiling: Mapping[str, int],
+                 assumed: Sequence[Assumptions]) -> tuple[dict[str, Costs], Costs, str]:
+    """A MedFuzz run's expected and worst cost (``Method.cost_estimate``): each item's prompts as its turns,
+    replicates and controls would build them, under each scenario's assumptions."""
     from medfuzz.solvers.medfuzz import prompts
 
     items = spread(_items(task))
@@ -238,8 +241,10 @@ def _medfuzz(config: Any, task: Any, n: int, ceiling: Mapping[str, int],
     return expected, mean_costs(1.0, None), ""
 
 
-def _tces(config: Any, task: Any, ceiling: Mapping[str, int],
-          assumed: Sequence[Assumptions]) -> tuple[dict[str, Costs], Costs, str]:
+def tces_cost(config: Any, task: Any, n: int, ceiling: Mapping[str, int],
+              assumed: Sequence[Assumptions]) -> tuple[dict[str, Costs], Costs, str]:
+    """A TCES run's expected and worst cost (``Method.cost_estimate``): its attackable items' prompts, up to
+    the query budget each."""
     from medfuzz.solvers.tces.attack import clean_item, skip_reason, target_messages, vocabulary_matcher
 
     # the task's own test (the count it logged when it was built), here for the items' prompts

@@ -22,7 +22,9 @@ class Level:
     limits: Mapping[str, int] = field(default_factory=dict)  # per method, when --limit is not given
     generate: Mapping[str, Any] = field(default_factory=dict)  # Inspect generate config for every run
     data: str = "hf"  # the benchmark's source when --data is not given
-    lm_eval: Mapping[str, Any] = field(default_factory=dict)  # extra lm-eval --metadata for the lm-eval half
+    # per method, the lm-eval half's item count where it is not the Inspect run's (``limits``): passed as the
+    # method's own lm-eval option (``Method.lm_eval_limit_option``)
+    lm_eval_limits: Mapping[str, int] = field(default_factory=dict)
 
     def settings_for(self, method: str) -> tuple[Mapping[str, Any], ...]:
         """The task options this level gives one method: one run per mapping (TCES: one per entity and
@@ -76,7 +78,7 @@ LEVELS: dict[str, Level] = {
         # (its own config), so its sampled answers can move
         generate={"max_tokens": 32, "seed": 0, "temperature": 0.0}, data="demo",
         # lm-eval's single-substitution TCES tasks take the first 5 attackable items
-        lm_eval={"tces_limit": 5}),
+        lm_eval_limits={"tces": 5}),
 }
 LEVELS["quick"] = Level(
     "quick", "the smallest run that touches every method (the end-to-end tests): the demo's settings on 2 "
@@ -84,6 +86,6 @@ LEVELS["quick"] = Level(
              "item per aspect",
     methods={"medfuzz": LEVELS["demo"].options_of("medfuzz"), "tces": LEVELS["demo"].settings_for("tces")[:1]},
     limits={"baseline": 10, "tces": 10, "medfuzz": 2, "medguard": 1}, generate=LEVELS["demo"].generate,
-    data="demo", lm_eval=LEVELS["demo"].lm_eval)
+    data="demo", lm_eval_limits=LEVELS["demo"].lm_eval_limits)
 
 

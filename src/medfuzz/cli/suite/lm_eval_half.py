@@ -56,8 +56,8 @@ def lm_eval_tasks(plan: SuitePlan, fuzzed_log: Path | None) -> tuple[list[str], 
                          for name in method.lm_eval_tasks for setting in settings})
         if method.lm_eval_input == "fuzzed":
             metadata["fuzzed"] = str(fuzzed_log)
-        elif plan.limit_for(key):
-            metadata[f"{method.lm_eval_family}_{method.limit_option}"] = plan.limit_for(key)
+        elif plan.lm_eval_limit_for(key):
+            metadata[method.lm_eval_limit_option] = plan.lm_eval_limit_for(key)
     return tasks, metadata
 
 
@@ -84,7 +84,7 @@ def lm_eval_failure(code: int, log_file: Path, tail_lines: int = 12) -> LmEvalFa
 
 
 def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_file: Path,
-                limits: Mapping[str, int] | None = None, model_label: str | None = None,
+                model_label: str | None = None,
                 children: list[Any] | None = None) -> Path:
     """The lm-eval half through ``medfuzz-lm-eval`` in a subprocess (lm-eval's CLI, results + samples in
     ``OUT/lm-eval``); its request cache (``--use_cache``) makes a re-run pay nothing for finished requests.
@@ -104,7 +104,6 @@ def run_lm_eval(plan: SuitePlan, lm: LmEvalPlan, fuzzed_log: Path | None, log_fi
 
 
     tasks, metadata = lm_eval_tasks(plan, fuzzed_log)
-    metadata.update(limits or {})
     if model_label:
         metadata[MODEL_LABEL] = model_label
     out = plan.out / "lm-eval"

@@ -265,12 +265,20 @@ class SuitePlan:
         """Items for one method (MedGuard: per aspect) as its run gets them: a ``-T`` option (``baseline_limit=4``,
         ``limit=4``, ``medguard_limit_per_aspect=1``) wins, as it does in the task args (``runs``), then
         ``limits``, ``--limit`` and the level's; the lm-eval half and the summary use the same number."""
+        return self._limit_for(method, LEVELS[self.level].limits)
+
+    def lm_eval_limit_for(self, method: str) -> int | None:
+        """Items for one method's lm-eval half: as ``limit_for``, except that the level's own lm-eval count
+        (``Level.lm_eval_limits``: the demo's single-substitution TCES on 5 items) replaces the level's."""
+        return self._limit_for(method, {**LEVELS[self.level].limits, **LEVELS[self.level].lm_eval_limits})
+
+    def _limit_for(self, method: str, level_limits: Mapping[str, int]) -> int | None:
         option = self._options_for(method, REGISTRY[method].options()).get(REGISTRY[method].limit_option)
         if option is not None:
             return option
         if method in self.limits:
             return self.limits[method]
-        return self.limit if self.limit is not None else LEVELS[self.level].limits.get(method)
+        return self.limit if self.limit is not None else level_limits.get(method)
 
     def _options_for(self, method: str, known: Sequence[str]) -> dict[str, Any]:
         """The ``--option`` values for one method: plain names it knows, then ``METHOD_NAME`` overriding them."""

@@ -79,7 +79,6 @@ class RunOptions:
         + ", ".join(suite_cost_model.EXPECT_NAMES) + " (e.g. accuracy=0.8,asr=0.2: its clean accuracy and MedFuzz's "
         "attack success rate; docs/usage.md, What a run will cost)",
         metavar="NAME=VALUE[,...]", many=True, parse=suite_cost_model.parse_expect))
-    lm_eval_limits: Mapping[str, int] = field(default_factory=dict)  # over the level's lm-eval --metadata limits
 
 
 @dataclass
@@ -245,7 +244,7 @@ def _execute(plan: SuitePlan, lm: suite_lm_eval.LmEvalPlan | None, how: RunOptio
     with Heartbeat(elapsed_line("building the tasks", time.monotonic(),
                                 " (a first run embeds TCES's vocabularies; later runs read them from the cache)")):
         built = suite_build.build_tasks(plan)
-        suite_build.embed_anchor_texts(built)
+        suite_build.before_first_call(built)
     bound = suite_build.bound(built, plan.models)
     settings_path = suite_inspect.write_settings(plan, bound)
     print(f"Upper bound on model calls before the first call (attacks that stop early make fewer; settings and "
@@ -278,7 +277,7 @@ def _execute(plan: SuitePlan, lm: suite_lm_eval.LmEvalPlan | None, how: RunOptio
           f"[{time.monotonic() - started:.0f} s]", flush=True)
     _unfinished(outcome)
     problems: list[str] = []  # what failed besides the runs (the lm-eval half), repeated at the end
-    out_lm = _lm_eval_half(plan, lm, outcome, models, how.lm_eval_limits, problems)
+    out_lm = _lm_eval_half(plan, lm, outcome, models, problems)
     if summary_lines is not None:
         _summaries(plan, outcome, out_lm, summary_lines)
     if STOP.signum is not None:  # a signal while the summaries read the logs was only recorded (run_stop)
@@ -320,7 +319,7 @@ def _config_stop(outcome: suite_inspect.SuiteOutcome) -> RunOutcome:
 
 
 def _lm_eval_half(plan: SuitePlan, lm: suite_lm_eval.LmEvalPlan | None, outcome: suite_inspect.SuiteOutcome,
-                  models: list[str], lm_eval_limits: Mapping[str, int], problems: list[str]) -> Path | None:
+                  models: list[str], problems: list[str]) -> Path | None:
     """The lm-eval half, when asked: its output folder, or ``None`` (skipped, or failed: the failure is printed
     as one block and recorded in ``problems``, and the Inspect half's summary and report are still written)."""
     from medfuzz.cli.suite.stop import STOP
@@ -341,8 +340,7 @@ def _lm_eval_half(plan: SuitePlan, lm: suite_lm_eval.LmEvalPlan | None, outcome:
     phase("lm-eval half", f"{lm.model} into {plan.out / 'lm-eval'}")
     try:
         return suite_lm_eval.run_lm_eval(plan, lm, fuzzed_path, plan.out / "lm-eval.out",
-                                 {**suite_levels.LEVELS[plan.level].lm_eval, **lm_eval_limits},
-                                 model_label=models[0], children=STOP.children)
+                                         model_label=models[0], children=STOP.children)
     except suite_lm_eval.LmEvalFailed as failed:
         if STOP.signum is not None:
             raise KeyboardInterrupt from None

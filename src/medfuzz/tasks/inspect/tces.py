@@ -51,6 +51,14 @@ def shared_resources(entity: str, vocabulary: str | None, embedding: str) -> TCE
     return TCESResources.build(entity, vocabulary, embedding)
 
 
+def embed_anchor_texts(config: TCESConfig, task: Task) -> int:
+    """Embed the key option texts a TCES task's attacks will anchor on (``TCESResources.embed_anchor_texts``),
+    with the resources its solver uses (``Method.before_first_call``: ``medfuzz run`` calls it before the first
+    model call); cached on disk, a later run reads the vectors and never loads the encoder. Texts embedded."""
+    resources = shared_resources(config.entity, config.vocabulary, config.embedding)
+    return resources.embed_anchor_texts(MCQItem.from_record(sample.metadata["item"]) for sample in task.dataset)
+
+
 @solver
 def tces_attack(config: TCESConfig | None = None) -> Solver:
     """Attack the sample's item (``metadata["item"]``) and leave the full result in ``metadata["tces"]``."""
