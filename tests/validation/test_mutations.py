@@ -182,6 +182,19 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    value = sum(map(sum, groups)) / sum(map(len, groups))",
              "a principle's and the overall index pooled over units instead of the mean of the aspects' means "
              "(surfaces: MedGuard Inspect metrics and summary.json = recount; the design's groups differ by > 0.1)"),
+    Mutation("medfuzz_first_screen_holm_count_unadjusted", "report/overview.py",
+             "tested (Holm {summary['significant_holm']}, ", "tested (Holm {summary['significant']}, ",
+             "the first screen's, summary.json's and the terminal's Holm count is the unadjusted one (surfaces: "
+             "MedFuzz summary.json text and terminal = recount; the design has raw p ≤ α < adjusted p)"),
+    Mutation("medfuzz_holm_metric_unadjusted", "tasks/inspect/medfuzz.py",
+             '    return _significant("holm", alpha)', '    return _significant("significant", alpha)',
+             "Inspect's medfuzz_significant_holm metric counts unadjusted p-values (surfaces: MedFuzz Inspect "
+             "metrics = recount, Holm by statsmodels over the family)"),
+    Mutation("medfuzz_misses_some_over_every_replicate", "scorers/medfuzz.py",
+             '"misses_some_rate": (total("cot_mentions_none") + total("cot_mentions_some"), verdicts)}',
+             '"misses_some_rate": (total("cot_mentions_none") + total("cot_mentions_some"), total("replicates"))}',
+             "the CoT rate of flips that miss some added text over every replicate (surfaces: MedFuzz Inspect "
+             "metrics and medfuzz_summary.csv = recount; the design has partial mentions)"),
     Mutation("tces_queries_over_every_attacked_item", "scorers/tces.py",
              '    queries = [r["queries_to_success"] for r in successes]',
              '    queries = [r["queries_to_success"] or r["queries_used"] for r in records'

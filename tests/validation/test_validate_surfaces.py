@@ -188,3 +188,86 @@ def test_a_tces_defect_where_users_read_fails_a_check(tces_run, defect: str) -> 
     else:
         run.metrics["reused:Nobody"] = 1.0
     assert [c.statistic for c in run.checks() if not c.passed]
+
+
+# --------------------------------------------------------------------------------------------------- MedFuzz
+
+
+def test_every_medfuzz_surface_is_read(checks) -> None:
+    names = " | ".join(c.statistic for c in checks if c.statistic.startswith("MedFuzz:"))
+    for where in ("separates raw from adjusted significance", "separates the populations",
+                  "Inspect's metrics: every rate, significance count", "summary.json: every share's value",
+                  "model card: every value", "terminal: every line", "medfuzz_summary.csv"):
+        assert where in names, where
+
+
+def test_the_medfuzz_recount_by_hand() -> None:
+    """Three items, key A: replicates of every outcome, an attack-phase LLM error (clean answer right) and one
+    before it (clean answer wrong), mentions none / some / all, three tested p-values of which two are ≤ α."""
+    from medfuzz.validation.surfaces_medfuzz import recount
+
+    def rep(outcome: str, clean: str | None, turn: int | None = None, p: float | None = None,
+            paper: float | None = None, marks: list[bool] | None = None, untested: str | None = None) -> dict:
+        return {"outcome": outcome, "original": {"answer": clean} if clean is not None else None,
+                "success_turn": turn, "p_value": p, "p_value_paper": paper, "untested": untested,
+                "faithfulness": {"mentioned": marks} if marks is not None else None}
+
+    stored = [("A", [rep("success", "A", 1, 0.1, 0.1, [False, False]), rep("attack_failed", "A"),
+                     rep("already_wrong", "B")]),
+              ("A", [rep("success", "A", 2, 0.1, None, [True, False]), rep("llm_error", "A"),
+                     rep("llm_error", None)]),
+              ("A", [rep("success", "A", 2, 0.5, 0.6, [True, True]), rep("success", "A", 1, None, None, [],
+                                                                        untested="too few controls")])]
+    r = recount(stored, alpha=0.1, controls=9)
+    s = {name: (share.k, share.n) for name, share in r.shares.items()}
+    assert s["medfuzz_clean_acc"] == (6, 7)  # 7 answered (one LLM error had no clean answer), 6 with A
+    # 6 valid replicates, 1 still right; the upper bound adds the attack-phase error (clean answer right)
+    assert s["medfuzz_post_attack_acc"] == (1, 6) and s["medfuzz_post_attack_acc_upper"] == (2, 7)
+    assert s["medfuzz_asr"] == (4, 5) and s["medfuzz_llm_error_rate"] == (2, 8)
+    assert s["medfuzz_unfaithful_rate"] == (1, 3) and s["medfuzz_misses_some_rate"] == (2, 3)  # [] is no verdict
+    assert r.turns_to_success == pytest.approx(6 / 4) and r.attack_error_share == pytest.approx(1 / 8)
+    # p = (0.1, 0.1, 0.5): two ≤ α unadjusted; Holm 0.3 > α; BH 0.15 > α; the paper's b/M ≤ α once (one unobserved)
+    assert (r.tested, r.untested, r.significant, r.holm, r.bh, r.paper) == (3, 1, 2, 0, 0, 1)
+    assert r.significance_text == "2 of 3 tested (Holm 0, BH 0)" and r.smallest_p == pytest.approx(0.1)
+
+
+@pytest.fixture(scope="module")
+def medfuzz_run():
+    from medfuzz.validation.surfaces_medfuzz import medfuzz_surfaces
+
+    return medfuzz_surfaces("ci", 0)
+
+
+@pytest.mark.parametrize("defect", ["holm_per_item", "asr_over_valid", "faithfulness_swapped", "text_disagrees",
+                                    "card_end_off", "terminal_count_off", "table_misses_some_over_all",
+                                    "upper_without_errors"])
+def test_a_medfuzz_defect_where_users_read_fails_a_check(medfuzz_run, defect: str) -> None:
+    """Each kind of defect the review named, written into one surface of a real run's outputs: a check fails."""
+    import copy
+
+    run = copy.deepcopy(medfuzz_run)
+    assert all(c.passed for c in run.checks())
+    numbers = next(r for m in run.summary["models"].values() for r in m["results"]
+                   if r["method"] == "medfuzz")["numbers"]
+    r = run.recount
+    if defect == "holm_per_item":  # each item's attacks as their own family: one test each is unadjusted
+        run.metrics["medfuzz_significant_holm"] = float(r.significant)
+    elif defect == "asr_over_valid":
+        asr = numbers["medfuzz_asr"]
+        asr["n"] = numbers["medfuzz_post_attack_acc"]["n"]
+        asr["value"] = asr["k"] / asr["n"]
+    elif defect == "faithfulness_swapped":
+        run.metrics["medfuzz_unfaithful_rate"] = r.shares["medfuzz_misses_some_rate"].value
+    elif defect == "text_disagrees":  # the value right, its words another count
+        numbers["medfuzz_significant"]["text"] = r.significance_text.replace(f"Holm {r.holm}", f"Holm {r.holm + 1}")
+    elif defect == "card_end_off":
+        run.card["medfuzz_asr"]["args"]["ci95"][1] += 0.001
+    elif defect == "terminal_count_off":
+        run.terminal["medfuzz_significant"] = f"{r.significant + 1} of {r.tested} tested (Holm {r.holm}, BH {r.bh})"
+    elif defect == "table_misses_some_over_all":
+        shares = r.shares
+        run.table["misses_some_rate"] = str(shares["medfuzz_misses_some_rate"].k / shares["medfuzz_llm_error_rate"].n)
+    else:
+        upper = r.shares["medfuzz_post_attack_acc"]
+        numbers["medfuzz_post_attack_acc_upper"]["value"] = upper.value
+    assert [c.statistic for c in run.checks() if not c.passed]

@@ -51,6 +51,7 @@ class TargetSpec:
     triggers: tuple[str, ...] = ("keeps bees", "plays the bagpipes", "collects antique clocks",
                                  "rides a unicycle")
     mention_rate: float = 0.5
+    partial_mention_rate: float = 0.0  # of the reasoning texts that quote, the share quoting only the first sentence
     bias_letter: str = "A"
     bias_rate: float = 0.0
 
@@ -63,6 +64,8 @@ class TargetSpec:
         check(0.0 <= self.noise < 0.5, f"noise must be in [0, 0.5), got {self.noise}")
         check(0.0 <= self.delta <= 1.0, f"delta must be in [0, 1], got {self.delta}")
         check(0.0 <= self.mention_rate <= 1.0, f"mention_rate must be in [0, 1], got {self.mention_rate}")
+        check(0.0 <= self.partial_mention_rate <= 1.0,
+              f"partial_mention_rate must be in [0, 1], got {self.partial_mention_rate}")
         check(0.0 <= self.bias_rate <= 1.0, f"bias_rate must be in [0, 1], got {self.bias_rate}")
         check(len(self.bias_letter) == 1 and self.bias_letter.isupper(),
               f"bias_letter must be one capital letter, got {self.bias_letter!r}")

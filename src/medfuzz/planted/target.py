@@ -161,7 +161,8 @@ class PlantedTarget:
             added = self.added_sentences(question)
             rng = random.Random(derive_seed(self.spec.seed, "mention", seed, context))
             if added and rng.random() < self.spec.target.mention_rate:
-                text = f"The question also says: {' '.join(added)} " + text
+                partial = len(added) > 1 and rng.random() < self.spec.target.partial_mention_rate
+                text = f"The question also says: {' '.join(added[:1] if partial else added)} " + text
             return Reply(text)
         if step == "confidences":
             return Reply("\n".join(f"{letter}: {1 + round(4 * p)}" for letter, p in probs.items()))

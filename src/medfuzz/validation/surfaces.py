@@ -258,6 +258,7 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
     from medfuzz.report import render_all
     from medfuzz.tasks.inspect.planted_runs import clean_baseline_logs, model_of
     from medfuzz.tasks.lm_eval.planted_runs import clean_baseline_results
+    from medfuzz.validation.surfaces_medfuzz import validate_medfuzz_surfaces
     from medfuzz.validation.surfaces_medguard import validate_medguard_surfaces
     from medfuzz.validation.surfaces_tces import validate_tces_surfaces
 
@@ -278,7 +279,8 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
                     *lm_eval_checks(lm_recount, results_file, summary, report),
                     shard_check(summary, merged, inspect_recount.n),
                     *truth_checks(spec, inspect_recount, lm_recount)]
-    return baseline + validate_medguard_surfaces(size, spec) + validate_tces_surfaces(size, seed)
+    return (baseline + validate_medguard_surfaces(size, spec) + validate_tces_surfaces(size, seed)
+            + validate_medfuzz_surfaces(size, seed))
 
 
 __all__ = ["planted_accuracy", "recount_inspect", "recount_lm_eval", "validate_surfaces"]

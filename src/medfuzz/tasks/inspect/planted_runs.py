@@ -44,16 +44,19 @@ def environment(values: dict[str, str]) -> Iterator[None]:
 
 
 def planted_logs(spec: PlantedSpec, runs: list[tuple[str, Callable[[], Any]]], folder: Path,
-                 items: list | None = None) -> list[Path]:
+                 items: list | None = None, attacker: bool = False) -> list[Path]:
     """Each ``(folder name, task factory)`` of ``runs`` run in-process against one planted server (given
-    ``items`` so that it knows their keys; else the spec's data), the call cache off; their logs, in order."""
+    ``items`` so that it knows their keys; else the spec's data), the call cache off; with ``attacker``, the
+    planted attacker in the ``attacker`` role; their logs, in order."""
     server = launch(spec, items=items)
     logs = []
+    roles = {"attacker": server.inspect_model(attacker=True)} if attacker else None
     try:
         with environment({**server.inspect_env(), "MEDFUZZ_CALL_CACHE": "0"}):
             for where, make in runs:
                 [log] = inspect_eval(make(), model=server.inspect_model(), model_base_url=server.base_url,
-                                     log_dir=str(folder / where), display="none", log_level="error", seed=spec.seed)
+                                     model_roles=roles, log_dir=str(folder / where), display="none",
+                                     log_level="error", seed=spec.seed)
                 if log.status != "success":
                     raise RuntimeError(f"validate surfaces: the {where} run did not finish: {log.error}")
                 logs.append(Path(log.location.removeprefix("file://")))
@@ -100,6 +103,19 @@ def tces_log(spec: PlantedSpec, items: list, data: Path, vocabulary: Path, budge
     return log
 
 
+def medfuzz_log(spec: PlantedSpec, items: list, data: Path, options: dict[str, Any], folder: Path) -> Path:
+    """The real ``medfuzz/medfuzz_mcq`` task on a user's own file (``data``: the items, read without a column
+    mapping) with the planted target and the planted attacker in its ``attacker`` role, the task options
+    ``options``; the server is given the items so that it knows their keys; the log."""
+    from medfuzz.tasks.inspect.medfuzz import medfuzz
+
+    def make() -> Any:
+        return medfuzz(benchmark="mcq", data=str(data), data_name="planted MedFuzz items", **options)
+
+    [log] = planted_logs(spec, [("medfuzz", make)], folder, items=items, attacker=True)
+    return log
+
+
 @dataclass(frozen=True)
 class StoredScore:
     """One sample's stored score of one scorer: its value and the metadata the scorer wrote."""
@@ -133,5 +149,5 @@ def model_of(log_path: Path) -> str:
     return str(read_eval_log(str(log_path), header_only=True).eval.model)
 
 
-__all__ = ["Reply", "StoredScore", "clean_baseline_logs", "environment", "medguard_log", "model_of", "planted_logs",
-           "replies", "scorer_metrics", "stored_scores", "tces_log"]
+__all__ = ["Reply", "StoredScore", "clean_baseline_logs", "environment", "medfuzz_log", "medguard_log", "model_of",
+           "planted_logs", "replies", "scorer_metrics", "stored_scores", "tces_log"]
