@@ -195,6 +195,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              '"misses_some_rate": (total("cot_mentions_none") + total("cot_mentions_some"), total("replicates"))}',
              "the CoT rate of flips that miss some added text over every replicate (surfaces: MedFuzz Inspect "
              "metrics and medfuzz_summary.csv = recount; the design has partial mentions)"),
+    Mutation("lm_eval_tces_flip_rate_on_every_doc", "tasks/lm_eval/tces.py",
+             '    if clean:\n        values["flip_rate"] = float(not attacked)',
+             '    if True:\n        values["flip_rate"] = float(not attacked)',
+             "lm-eval's TCES flip_rate over every doc instead of the docs answered correctly clean (surfaces: lm-eval "
+             "TCES results file, summary.json, card and terminal = recount; half the docs are planted wrong)"),
     Mutation("tces_queries_over_every_attacked_item", "scorers/tces.py",
              '    queries = [r["queries_to_success"] for r in successes]',
              '    queries = [r["queries_to_success"] or r["queries_used"] for r in records'

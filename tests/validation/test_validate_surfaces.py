@@ -271,3 +271,61 @@ def test_a_medfuzz_defect_where_users_read_fails_a_check(medfuzz_run, defect: st
         upper = r.shares["medfuzz_post_attack_acc"]
         numbers["medfuzz_post_attack_acc_upper"]["value"] = upper.value
     assert [c.statistic for c in run.checks() if not c.passed]
+
+
+# ------------------------------------------------------------------------------------------- lm-eval TCES
+
+
+def test_every_lm_eval_surface_is_read(checks) -> None:
+    names = " | ".join(c.statistic for c in checks if c.statistic.startswith("lm-eval TCES"))
+    for where in ("separates flip_rate's docs", "results file: every rate and its stderr", "summary.json: every rate",
+                  "model card: every value, stderr", "terminal: every line"):
+        assert where in names, where
+
+
+def test_the_lm_eval_recount_by_hand() -> None:
+    """Three docs of two options (clean letters, then attacked letters): right then flipped, right and kept,
+    wrong clean. flip_rate is over the two docs right clean; its SE is the sample SD over √2."""
+    from medfuzz.validation.surfaces_lm_eval import recount
+
+    def sample(gold: int, clean: tuple[float, float], attacked: tuple[float, float]) -> dict:
+        return {"doc": {"n_options": 2, "answer_index": gold},
+                "resps": [[[str(v), "False"]] for v in (*clean, *attacked)]}
+
+    rates = recount([sample(0, (-0.1, -2.0), (-3.0, -0.2)), sample(1, (-2.0, -0.1), (-2.0, -0.1)),
+                     sample(0, (-2.0, -0.1), (-0.1, -2.0))])
+    assert rates["clean_acc"].values == (1.0, 1.0, 0.0) and rates["attacked_acc"].values == (0.0, 1.0, 0.0)
+    assert rates["flip_rate"].values == (1.0, 0.0) and rates["flip_rate"].n == 2
+    assert rates["flip_rate"].se == pytest.approx(np.std([1.0, 0.0], ddof=1) / np.sqrt(2))
+    assert rates["clean_acc"].shown() == "0.667 ± 0.333 (n=3)"
+
+
+@pytest.fixture(scope="module")
+def lm_eval_run(tmp_path_factory):
+    from medfuzz.validation.surfaces import surface_spec
+    from medfuzz.validation.surfaces_lm_eval import lm_eval_surfaces
+
+    return lm_eval_surfaces(surface_spec(0), tmp_path_factory.mktemp("lm-eval"))
+
+
+@pytest.mark.parametrize("defect", ["flip_over_every_doc", "n_every_doc", "no_stderr", "card_stderr_off",
+                                    "terminal_n_off"])
+def test_an_lm_eval_defect_where_users_read_fails_a_check(lm_eval_run, defect: str) -> None:
+    import copy
+
+    run = copy.deepcopy(lm_eval_run)
+    assert all(c.passed for c in run.checks())
+    numbers = next(r for m in run.summary["models"].values() for r in m["results"] if r["harness"] == "lm-eval")[
+        "numbers"]
+    every = run.rates["clean_acc"].n
+    if defect == "flip_over_every_doc":
+        run.results["flip_rate,none"] = (run.rates["flip_rate"].value * run.rates["flip_rate"].n) / every
+    elif defect == "n_every_doc":
+        numbers["flip_rate"]["n"] = every
+    elif defect == "no_stderr":  # the NaN a nanmean over placeholders had
+        run.results["flip_rate_stderr,none"] = float("nan")
+    elif defect == "card_stderr_off":
+        run.card["attacked_acc"]["args"]["stderr"] += 0.001
+    else:
+        run.terminal["flip_rate"] = run.terminal["flip_rate"].replace(f"(n={run.rates['flip_rate'].n})", f"(n={every})")
+    assert [c.statistic for c in run.checks() if not c.passed]

@@ -19,9 +19,10 @@ compared with
 
 The same run as ``SHARDS`` shards (``medfuzz run --shard K/N``'s slices), merged by the report, must print the whole
 run's ``summary.json`` result field for field. MedGuard's indices, principles and chance levels are read back the
-same way (``validation.surfaces_medguard``), and TCES's rates, queries per success, diversity and most reused
-replacements on a user's own file (``validation.surfaces_tces``); MedFuzz goes through the same report functions,
-and its own surface checks are the next step (issue 34)."""
+same way (``validation.surfaces_medguard``), TCES's rates, queries per success, diversity and most reused
+replacements on a user's own file (``validation.surfaces_tces``), MedFuzz's rates, significance counts over the
+family and faithfulness rates with the planted attacker (``validation.surfaces_medfuzz``), and lm-eval's TCES
+rates with their standard errors over their own docs (``validation.surfaces_lm_eval``)."""
 
 from __future__ import annotations
 
@@ -258,6 +259,7 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
     from medfuzz.report import render_all
     from medfuzz.tasks.inspect.planted_runs import clean_baseline_logs, model_of
     from medfuzz.tasks.lm_eval.planted_runs import clean_baseline_results
+    from medfuzz.validation.surfaces_lm_eval import lm_eval_surfaces
     from medfuzz.validation.surfaces_medfuzz import validate_medfuzz_surfaces
     from medfuzz.validation.surfaces_medguard import validate_medguard_surfaces
     from medfuzz.validation.surfaces_tces import validate_tces_surfaces
@@ -275,10 +277,11 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
         render_all(shard_paths, folder / "report-shards", echo=False)
         merged = json.loads((folder / "report-shards" / "summary.json").read_text(encoding="utf-8"))
         inspect_recount, lm_recount = recount_inspect(log_path), recount_lm_eval(results_file)
+        lm_eval_tces = lm_eval_surfaces(spec, folder).checks()
         baseline = [*inspect_checks(inspect_recount, log_path, summary, report, terminal),
                     *lm_eval_checks(lm_recount, results_file, summary, report),
                     shard_check(summary, merged, inspect_recount.n),
-                    *truth_checks(spec, inspect_recount, lm_recount)]
+                    *truth_checks(spec, inspect_recount, lm_recount), *lm_eval_tces]
     return (baseline + validate_medguard_surfaces(size, spec) + validate_tces_surfaces(size, seed)
             + validate_medfuzz_surfaces(size, seed))
 
