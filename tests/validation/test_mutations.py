@@ -200,6 +200,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              '    if True:\n        values["flip_rate"] = float(not attacked)',
              "lm-eval's TCES flip_rate over every doc instead of the docs answered correctly clean (surfaces: lm-eval "
              "TCES results file, summary.json, card and terminal = recount; half the docs are planted wrong)"),
+    Mutation("medguard_ranking_reads_the_first_pair_only", "scorers/medguard.py",
+             "        for pair in pairs:\n            winner = pair.better(alpha, adjusted)",
+             "        for pair in pairs[:1]:\n            winner = pair.better(alpha, adjusted)",
+             "MedGuard's rankings (raw and Holm) read the first pair's test only (surfaces: MedGuard ranking "
+             "medguard_comparison.json and .md = recount over every pair)"),
     Mutation("tces_queries_over_every_attacked_item", "scorers/tces.py",
              '    queries = [r["queries_to_success"] for r in successes]',
              '    queries = [r["queries_to_success"] or r["queries_used"] for r in records'

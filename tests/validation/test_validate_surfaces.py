@@ -329,3 +329,52 @@ def test_an_lm_eval_defect_where_users_read_fails_a_check(lm_eval_run, defect: s
     else:
         run.terminal["flip_rate"] = run.terminal["flip_rate"].replace(f"(n={run.rates['flip_rate'].n})", f"(n={every})")
     assert [c.statistic for c in run.checks() if not c.passed]
+
+
+# ------------------------------------------------------------------------------------------ MedGuard ranking
+
+
+def test_every_ranking_surface_is_read(checks) -> None:
+    names = " | ".join(c.statistic for c in checks if c.statistic.startswith("MedGuard ranking"))
+    for where in ("raw p ≤ α < Holm p", "every pair's discordant counts", "both rankings (raw p, Holm)",
+                  "medguard_comparison.md"):
+        assert where in names, where
+
+
+def test_the_ranking_recount_by_hand() -> None:
+    """The design's answers: McNemar exact p = 2 / 2^b for b:0 tables; Holm over three pairs by hand."""
+    from medfuzz.validation.surfaces_ranking import recount
+
+    items = [f"i{k}" for k in range(8)]
+    right = {m: {i: k >= misses for k, i in enumerate(items)} for m, misses in (("b", 6), ("c", 7), ("a", 0))}
+    r = recount(right)
+    assert [(p.first, p.second, p.b, p.c) for p in r.pairs] == [("a", "b", 6, 0), ("a", "c", 7, 0), ("b", "c", 1, 0)]
+    assert [p.p for p in r.pairs] == pytest.approx([2 / 2**6, 2 / 2**7, 1.0])
+    assert [p.p_holm for p in r.pairs] == pytest.approx([2 * 2 / 2**6, 3 * 2 / 2**7, 1.0])  # step-down, monotone
+    assert r.ranking == [("a", ["b", "c"]), ("b", []), ("c", [])]
+    assert r.ranking_holm == [("a", ["c"]), ("b", []), ("c", [])]
+
+
+@pytest.fixture(scope="module")
+def ranking_run():
+    from medfuzz.validation.surfaces import surface_spec
+    from medfuzz.validation.surfaces_ranking import ranking_surfaces
+
+    return ranking_surfaces(surface_spec(0))
+
+
+@pytest.mark.parametrize("defect", ["first_pair_only", "holm_unadjusted", "p_not_exact", "page_order"])
+def test_a_ranking_defect_where_users_read_fails_a_check(ranking_run, defect: str) -> None:
+    import copy
+
+    run = copy.deepcopy(ranking_run)
+    assert all(c.passed for c in run.checks())
+    if defect == "first_pair_only":
+        run.comparison["ranking_paper_raw_p"][0]["beats"] = run.comparison["ranking_paper_raw_p"][0]["beats"][:1]
+    elif defect == "holm_unadjusted":
+        run.comparison["ranking_holm"] = copy.deepcopy(run.comparison["ranking_paper_raw_p"])
+    elif defect == "p_not_exact":  # the chi-square approximation where b + c < 25
+        run.comparison["mcnemar"][0]["p"] = 0.0412
+    else:
+        run.page = run.page.replace("1. openai-api/planted/model-a", "1. openai-api/planted/model-b", 1)
+    assert [c.statistic for c in run.checks() if not c.passed]

@@ -19,10 +19,12 @@ compared with
 
 The same run as ``SHARDS`` shards (``medfuzz run --shard K/N``'s slices), merged by the report, must print the whole
 run's ``summary.json`` result field for field. MedGuard's indices, principles and chance levels are read back the
-same way (``validation.surfaces_medguard``), TCES's rates, queries per success, diversity and most reused
-replacements on a user's own file (``validation.surfaces_tces``), MedFuzz's rates, significance counts over the
-family and faithfulness rates with the planted attacker (``validation.surfaces_medfuzz``), and lm-eval's TCES
-rates with their standard errors over their own docs (``validation.surfaces_lm_eval``)."""
+same way (``validation.surfaces_medguard``), and so is the ranking of three planted models with every pair's
+McNemar test, raw and Holm-adjusted (``validation.surfaces_ranking``); TCES's rates, queries per success,
+diversity and most reused replacements on a user's own file (``validation.surfaces_tces``); MedFuzz's rates,
+significance counts over the family and faithfulness rates with the planted attacker
+(``validation.surfaces_medfuzz``); and lm-eval's TCES rates with their standard errors over their own docs
+(``validation.surfaces_lm_eval``)."""
 
 from __future__ import annotations
 
@@ -262,6 +264,7 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
     from medfuzz.validation.surfaces_lm_eval import lm_eval_surfaces
     from medfuzz.validation.surfaces_medfuzz import validate_medfuzz_surfaces
     from medfuzz.validation.surfaces_medguard import validate_medguard_surfaces
+    from medfuzz.validation.surfaces_ranking import validate_ranking_surfaces
     from medfuzz.validation.surfaces_tces import validate_tces_surfaces
 
     spec = spec or surface_spec(seed)
@@ -282,8 +285,8 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
                     *lm_eval_checks(lm_recount, results_file, summary, report),
                     shard_check(summary, merged, inspect_recount.n),
                     *truth_checks(spec, inspect_recount, lm_recount), *lm_eval_tces]
-    return (baseline + validate_medguard_surfaces(size, spec) + validate_tces_surfaces(size, seed)
-            + validate_medfuzz_surfaces(size, seed))
+    return (baseline + validate_medguard_surfaces(size, spec) + validate_ranking_surfaces(spec)
+            + validate_tces_surfaces(size, seed) + validate_medfuzz_surfaces(size, seed))
 
 
 __all__ = ["planted_accuracy", "recount_inspect", "recount_lm_eval", "validate_surfaces"]

@@ -38,7 +38,8 @@ import yaml
 
 from medfuzz.planted import PlantedSpec
 from medfuzz.validation.checks import Check, Size, differing_check, exact_check, fields_differing
-from medfuzz.validation.surfaces_tces import Share, _card_fields, _summary_fields
+from medfuzz.validation.read_back import card_fields, summary_fields
+from medfuzz.validation.surfaces_tces import Share
 
 METHOD = "surfaces"
 WHERE = "MedFuzz"
@@ -170,7 +171,7 @@ def medfuzz_checks(run: MedFuzzSurfaces) -> list[Check]:
                          "medfuzz_significant_paper:value": float(r.paper),
                          "medfuzz_untested_attacks:value": float(r.untested),
                          "medfuzz_smallest_p:value": r.smallest_p}
-    shown = _summary_fields(result["numbers"])
+    shown = summary_fields(result["numbers"])
     texts = {"medfuzz_significant": r.significance_text, "medfuzz_significant_paper": f"{r.paper}",
              "medfuzz_untested_attacks": f"{r.untested}"}  # a count's words: its value in text
     text_differing = [f"{k}:text={result['numbers'].get(k, {}).get('text')!r} (expected {v!r})"
@@ -207,7 +208,7 @@ def medfuzz_checks(run: MedFuzzSurfaces) -> list[Check]:
                "= recount", fields_differing(summary_expected, shown, 1e-12) + text_differing, n),
         _count("model card: every value and Wilson end = recount (4 places; the counts in words are not on it)",
                fields_differing({k: v for k, v in summary_expected.items() if k.endswith((":value", ":low", ":high"))
-                                 and k.split(":")[0] not in texts}, _card_fields(run.card), CARD), n),
+                                 and k.split(":")[0] not in texts}, card_fields(run.card), CARD), n),
         _count("terminal: every line = the text of the recount",
                [f"{k}: {run.terminal.get(k)!r} (expected {v!r})" for k, v in terminal_expected.items()
                 if run.terminal.get(k) != v], n),

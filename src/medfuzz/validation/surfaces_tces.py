@@ -43,6 +43,7 @@ from medfuzz.validation.checks import (
     proportion_check,
     with_power,
 )
+from medfuzz.validation.read_back import card_fields, summary_fields
 
 METHOD = "surfaces"
 WHERE = "TCES"
@@ -159,35 +160,16 @@ def tces_checks(run: TCESSurfaces) -> list[Check]:
                fields_differing(inspect_expected, run.metrics, 1e-12)
                + [f"{k} (not among the most used)" for k in inspect_extra], n),
         _count("summary.json: every share's value, k, n, Wilson ends (statsmodels); Gini-Simpson and n = recount",
-               fields_differing(summary_expected, _summary_fields(numbers), 1e-12), n),
+               fields_differing(summary_expected, summary_fields(numbers), 1e-12), n),
         _count("model card: every value and Wilson end = recount (4 places)",
                fields_differing({k: v for k, v in summary_expected.items() if k.endswith((":value", ":low", ":high"))},
-                                _card_fields(run.card), CARD), n),
+                                card_fields(run.card), CARD), n),
         _count("terminal: every line = the text of the recount",
                [f"{k}: {run.terminal.get(k)!r} (expected {v!r})" for k, v in shown_terminal.items()
                 if run.terminal.get(k) != v], n),
         with_power(asr1, "ASR@1 over every evaluated item instead of the attacked ones",
                    binomial_power(asr1, wrong_population)),
     ]
-
-
-def _summary_fields(numbers: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, fields in numbers.items():
-        out |= {f"{name}:{part}": fields.get(part) for part in ("value", "k", "n")}
-        if fields.get("ci95"):
-            out |= {f"{name}:low": fields["ci95"][0], f"{name}:high": fields["ci95"][1]}
-    return out
-
-
-def _card_fields(card: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, metric in card.items():
-        out[f"{name}:value"] = metric.get("value")
-        ends = (metric.get("args") or {}).get("ci95")
-        if ends:
-            out |= {f"{name}:low": ends[0], f"{name}:high": ends[1]}
-    return out
 
 
 def _items_file(items: list[MCQItem], folder: Path) -> Path:

@@ -89,6 +89,20 @@ def medguard_log(spec: PlantedSpec, n: int, folder: Path) -> Path:
     return log
 
 
+def medguard_model_logs(specs: list[PlantedSpec], n: int, aspects: str, folder: Path) -> list[Path]:
+    """The real ``medfuzz/medguard`` task on ``aspects`` (the bundled build, ``n`` items per aspect), once per
+    planted model of ``specs`` (each its own server: the model is named by its spec), as a user compares models;
+    the logs, in order."""
+    from medfuzz.solvers.medguard.builders import BuildConfig, build
+    from medfuzz.tasks.inspect.medguard import medguard
+
+    items = build(BuildConfig(n=n, seed=specs[0].seed)).items
+    return [log for spec in specs
+            for log in planted_logs(spec, [(f"medguard-{spec.name}",
+                                            lambda seed=spec.seed: medguard(n=n, seed=seed, aspects=aspects))],
+                                    folder, items=items)]
+
+
 def tces_log(spec: PlantedSpec, items: list, data: Path, vocabulary: Path, budget: int, folder: Path) -> Path:
     """The real ``medfuzz/tces`` task on a user's own file (``data``: the items, read without a column mapping)
     against the planted server, which is given the items so that it knows their keys; the defaults otherwise
@@ -149,5 +163,5 @@ def model_of(log_path: Path) -> str:
     return str(read_eval_log(str(log_path), header_only=True).eval.model)
 
 
-__all__ = ["Reply", "StoredScore", "clean_baseline_logs", "environment", "medfuzz_log", "medguard_log", "model_of",
-           "planted_logs", "replies", "scorer_metrics", "stored_scores", "tces_log"]
+__all__ = ["Reply", "StoredScore", "clean_baseline_logs", "environment", "medfuzz_log", "medguard_log",
+           "medguard_model_logs", "model_of", "planted_logs", "replies", "scorer_metrics", "stored_scores", "tces_log"]
