@@ -205,6 +205,14 @@ MUTATIONS: tuple[Mutation, ...] = (
              "        for pair in pairs[:1]:\n            winner = pair.better(alpha, adjusted)",
              "MedGuard's rankings (raw and Holm) read the first pair's test only (surfaces: MedGuard ranking "
              "medguard_comparison.json and .md = recount over every pair)"),
+    Mutation("lm_eval_medfuzz_llm_errors_over_scored_docs", "tasks/lm_eval/medfuzz.py",
+             '    if not doc["scored"]:\n        return values', '    if not doc["scored"]:\n        return {}',
+             "lm-eval's MedFuzz llm_error_rate and llm_errors over the scored docs only (surfaces: lm-eval MedFuzz "
+             "results file = recount over every replicate's doc)"),
+    Mutation("merged_shards_keep_one_shards_bound", "report/shards.py",
+             '"max_calls": config.max_calls(samples)}', '"max_calls": meta["max_calls"]}',
+             "a run merged from shards records the first shard's call bound, not the whole run's (surfaces: TCES "
+             "merged shards' max_calls = the whole run's)"),
     Mutation("tces_queries_over_every_attacked_item", "scorers/tces.py",
              '    queries = [r["queries_to_success"] for r in successes]',
              '    queries = [r["queries_to_success"] or r["queries_used"] for r in records'

@@ -131,7 +131,8 @@ def test_every_tces_surface_is_read(checks) -> None:
     names = " | ".join(c.statistic for c in checks if c.statistic.startswith("TCES"))
     for where in ("items attacked = the items planted right", "separates queries per success",
                   "Inspect's metrics: every rate", "summary.json: every share's value", "model card: every value",
-                  "terminal: every line", "ASR@1 (summary.json k/n) vs planted"):
+                  "terminal: every line", "ASR@1 (summary.json k/n) vs planted", "2 shards merged = the whole run",
+                  "the merged shards record the whole run's call bound"):
         assert where in names, where
     assert all(c.power >= 0.8 for c in checks if c.defect)
 
@@ -195,10 +196,14 @@ def test_a_tces_defect_where_users_read_fails_a_check(tces_run, defect: str) -> 
 
 def test_every_medfuzz_surface_is_read(checks) -> None:
     names = " | ".join(c.statistic for c in checks if c.statistic.startswith("MedFuzz:"))
-    for where in ("separates raw from adjusted significance", "separates the populations",
+    for where in ("separates raw from adjusted significance (raw p ≤ α < Holm p)", "separates the populations",
                   "Inspect's metrics: every rate, significance count", "summary.json: every share's value",
                   "model card: every value", "terminal: every line", "medfuzz_summary.csv"):
         assert where in names, where
+    lm_eval = " | ".join(c.statistic for c in checks if c.statistic.startswith("lm-eval MedFuzz:"))
+    for where in ("separates flip_rate's docs", "results file: every rate and its stderr", "summary.json: every rate",
+                  "model card: every value, stderr", "terminal: every line"):
+        assert where in lm_eval, where
 
 
 def test_the_medfuzz_recount_by_hand() -> None:
@@ -240,7 +245,7 @@ def medfuzz_run():
 
 @pytest.mark.parametrize("defect", ["holm_per_item", "asr_over_valid", "faithfulness_swapped", "text_disagrees",
                                     "card_end_off", "terminal_count_off", "table_misses_some_over_all",
-                                    "upper_without_errors"])
+                                    "upper_without_errors", "lm_eval_errors_over_scored", "lm_eval_flip_n"])
 def test_a_medfuzz_defect_where_users_read_fails_a_check(medfuzz_run, defect: str) -> None:
     """Each kind of defect the review named, written into one surface of a real run's outputs: a check fails."""
     import copy
@@ -267,6 +272,13 @@ def test_a_medfuzz_defect_where_users_read_fails_a_check(medfuzz_run, defect: st
     elif defect == "table_misses_some_over_all":
         shares = r.shares
         run.table["misses_some_rate"] = str(shares["medfuzz_misses_some_rate"].k / shares["medfuzz_llm_error_rate"].n)
+    elif defect == "lm_eval_errors_over_scored":
+        scored = run.lm_eval.rates["clean_acc"].n
+        run.lm_eval.results["llm_error_rate,none"] = sum(run.lm_eval.rates["llm_error_rate"].values) / scored
+    elif defect == "lm_eval_flip_n":
+        lm_numbers = next(x for m in run.lm_eval.summary["models"].values() for x in m["results"]
+                          if x["harness"] == "lm-eval")["numbers"]
+        lm_numbers["flip_rate"]["n"] = run.lm_eval.rates["llm_error_rate"].n  # every replicate's doc
     else:
         upper = r.shares["medfuzz_post_attack_acc"]
         numbers["medfuzz_post_attack_acc_upper"]["value"] = upper.value
@@ -298,6 +310,16 @@ def test_the_lm_eval_recount_by_hand() -> None:
     assert rates["flip_rate"].values == (1.0, 0.0) and rates["flip_rate"].n == 2
     assert rates["flip_rate"].se == pytest.approx(np.std([1.0, 0.0], ddof=1) / np.sqrt(2))
     assert rates["clean_acc"].shown() == "0.667 ± 0.333 (n=3)"
+    assert "llm_error_rate" not in rates  # TCES docs record no outcome
+    # lm-eval MedFuzz: a replicate outside ``outcomes`` is a counted doc with one request, in the LLM-error rate only
+    medfuzz = recount([{**sample(0, (-0.1, -2.0), (-3.0, -0.2)), "doc": {
+                           "n_options": 2, "answer_index": 0, "scored": True, "outcome": "success"}},
+                       {"doc": {"n_options": 0, "answer_index": 0, "scored": False, "outcome": "llm_error"},
+                        "resps": [[["-1.0", "False"]]]},
+                       {"doc": {"n_options": 0, "answer_index": 0, "scored": False, "outcome": "already_wrong"},
+                        "resps": [[["-1.0", "False"]]]}])
+    assert medfuzz["clean_acc"].values == (1.0,) and medfuzz["flip_rate"].values == (1.0,)
+    assert medfuzz["llm_error_rate"].values == (0.0, 1.0, 0.0)
 
 
 @pytest.fixture(scope="module")

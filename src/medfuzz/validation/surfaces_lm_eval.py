@@ -59,20 +59,30 @@ class Rate:
 
 
 def recount(samples: list[dict[str, Any]]) -> dict[str, Rate]:
-    """Each doc's (clean right, attacked right) from its logged log-likelihoods; the three rates."""
-    pairs = []
+    """Each scored doc's (clean right, attacked right) from its logged log-likelihoods; the rates. A doc that is
+    counted, not scored (lm-eval MedFuzz's replicates outside ``outcomes``, ``"scored": false``) is in the
+    LLM-error rate alone, over every doc (only MedFuzz's docs record an outcome)."""
+    pairs, errors = [], []
     for record in samples:
-        n = int(record["doc"]["n_options"])
+        doc = record["doc"]
+        if "outcome" in doc:
+            errors.append(float(doc["outcome"] == "llm_error"))
+        if doc.get("scored") is False:
+            continue
+        n = int(doc["n_options"])
         scores = np.array([float(r[0][0]) for r in record["resps"]])
-        gold = int(record["doc"]["answer_index"])
+        gold = int(doc["answer_index"])
         pairs.append((int(np.argmax(scores[:n])) == gold, int(np.argmax(scores[n:2 * n])) == gold))
-    return {"clean_acc": Rate(tuple(float(c) for c, _ in pairs)),
-            "attacked_acc": Rate(tuple(float(c and a) for c, a in pairs)),
-            "flip_rate": Rate(tuple(float(not a) for c, a in pairs if c))}
+    rates = {"clean_acc": Rate(tuple(float(c) for c, _ in pairs)),
+             "attacked_acc": Rate(tuple(float(c and a) for c, a in pairs)),
+             "flip_rate": Rate(tuple(float(not a) for c, a in pairs if c))}
+    return rates | ({"llm_error_rate": Rate(tuple(errors))} if errors else {})
 
 
 @dataclass
 class LmEvalSurfaces:
+    where: str  # the checks' prefix ("lm-eval TCES")
+    task: str
     rates: dict[str, Rate]
     results: dict[str, Any]  # lm-eval's results file: the task's entry
     summary: dict[str, Any]
@@ -84,45 +94,68 @@ class LmEvalSurfaces:
 
 
 def lm_eval_checks(run: LmEvalSurfaces) -> list[Check]:
-    """lm-eval's TCES rates and their standard errors where they are printed, against the recount."""
+    """lm-eval's rates and their standard errors where they are printed, against the recount: every rate in the
+    results file (MedFuzz's LLM-error count too), the first screen's (``METRICS``) on the other surfaces."""
     r = run.rates
-    n = r["clean_acc"].n
+    where = run.where
+    n = max(rate.n for rate in r.values())
     [result] = [x for m in run.summary["models"].values() for x in m["results"]
-                if x["harness"] == "lm-eval" and x["task"] == TASK]
+                if x["harness"] == "lm-eval" and x["task"] == run.task]
     numbers = result["numbers"]
-    lm_expected = {f"{name}:{part}": x for name in METRICS for part, x in (("value", r[name].value),
-                                                                          ("se", r[name].se))}
-    lm_shown = {f"{name}:{part}": run.results.get(f"{name}{end},none") for name in METRICS
-                for part, end in (("value", ""), ("se", "_stderr"))}
-    summary_expected = lm_expected | {f"{name}:n": float(r[name].n) for name in METRICS}
+    every = {f"{name}:{part}": x for name, rate in r.items() for part, x in (("value", rate.value), ("se", rate.se))}
+    if "llm_error_rate" in r:  # a count of this run: no standard error
+        every["llm_errors:value"] = float(sum(r["llm_error_rate"].values))
+    metrics = {name.split(":")[0] for name in every}
+    lm_shown = {f"{metric}:{part}": run.results.get(f"{metric}{end},none")
+                for metric in metrics for part, end in (("value", ""), ("se", "_stderr"))}
+    first = {f"{name}:{part}": x for name in METRICS for part, x in (("value", r[name].value), ("se", r[name].se),
+                                                                     ("n", float(r[name].n)))}
     summary_shown = {f"{name}:{part}": (numbers.get(name) or {}).get(part) for name in METRICS
                      for part in ("value", "se", "n")}
     card_shown = {f"{name}:{part}": x for name in METRICS
                   for part, x in (("value", (run.card.get(name) or {}).get("value")),
                                   ("se", ((run.card.get(name) or {}).get("args") or {}).get("stderr")),
                                   ("n", ((run.card.get(name) or {}).get("args") or {}).get("n")))}
+    sizes = sorted({(name, rate.n) for name, rate in r.items()}, key=lambda x: x[1])
     return [
-        exact_check(METHOD, f"{WHERE}: the design separates flip_rate's docs from every doc", 1.0,
+        exact_check(METHOD, f"{where}: the design separates flip_rate's docs from every doc", 1.0,
                     float(1 < r["flip_rate"].n < n), n, tolerance=0.0,
-                    note=f"flip_rate over {r['flip_rate'].n} of {n} docs"),
-        differing_check(METHOD, f"{WHERE}: lm-eval's results file: every rate and its stderr (sample SD/√n over "
-                                "its own docs) = recount", fields_differing(lm_expected, lm_shown, 1e-12), n),
-        differing_check(METHOD, f"{WHERE}: summary.json: every rate's value, se, n = recount",
-                        fields_differing(summary_expected, summary_shown, 1e-12), n),
-        differing_check(METHOD, f"{WHERE}: model card: every value, stderr (4 places) and n = recount",
-                        fields_differing(summary_expected, card_shown, CARD), n),
-        differing_check(METHOD, f"{WHERE}: terminal: every line = the text of the recount",
-                        [f"{k}: {run.terminal.get(k)!r} (expected {v.shown()!r})" for k, v in r.items()
-                         if run.terminal.get(k) != v.shown()], n),
+                    note=", ".join(f"{name} over {size}" for name, size in sizes)),
+        differing_check(METHOD, f"{where}: lm-eval's results file: every rate and its stderr (sample SD/√n over "
+                                "its own docs) = recount", fields_differing(every, lm_shown, 1e-12), n),
+        differing_check(METHOD, f"{where}: summary.json: every rate's value, se, n = recount",
+                        fields_differing(first, summary_shown, 1e-12), n),
+        differing_check(METHOD, f"{where}: model card: every value, stderr (4 places) and n = recount",
+                        fields_differing(first, card_shown, CARD), n),
+        differing_check(METHOD, f"{where}: terminal: every line = the text of the recount",
+                        [f"{k}: {run.terminal.get(k)!r} (expected {r[k].shown()!r})" for k in METRICS
+                         if run.terminal.get(k) != r[k].shown()], n),
     ]
+
+
+def read_lm_eval_run(results_file: Path, task: str, where: str, title: str, folder: Path) -> LmEvalSurfaces:
+    """One lm-eval results file: its samples recounted, the report rendered over it, every surface read."""
+    from medfuzz.report import render_all
+    from medfuzz.validation.read_back import terminal_numbers
+
+    stamp = results_file.name.removeprefix("results_").removesuffix(".json")
+    samples = [json.loads(line) for line in (results_file.parent / f"samples_{task}_{stamp}.jsonl")
+               .read_text(encoding="utf-8").splitlines() if line.strip()]
+    report = folder / f"report-{task}"
+    render_all([results_file], report, echo=False)
+    summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
+    card = {str(m["type"]): m for path in report.glob("model-index*.yaml")
+            for e in yaml.safe_load(path.read_text(encoding="utf-8"))["model-index"]
+            for r in e["results"] for m in r["metrics"] if str(m["type"]) in METRICS}
+    return LmEvalSurfaces(where, task, recount(samples),
+                          json.loads(results_file.read_text(encoding="utf-8"))["results"][task], summary, card,
+                          terminal_numbers([results_file], "lm-eval", title))
 
 
 def lm_eval_surfaces(spec: PlantedSpec, folder: Path) -> LmEvalSurfaces:
     """The real lm-eval TCES task on the demo rows, half planted wrong; its report rendered, every surface read."""
     from medfuzz.benchmarks.loaders import load_items
-    from medfuzz.report import render_all
     from medfuzz.tasks.lm_eval.planted_runs import planted_results
-    from medfuzz.validation.read_back import terminal_numbers
 
     items = load_items("medqa", "demo")
     accuracy = folder / "lm-eval-tces-accuracy.jsonl"
@@ -130,17 +163,7 @@ def lm_eval_surfaces(spec: PlantedSpec, folder: Path) -> LmEvalSurfaces:
                                 for i, item in enumerate(items)), encoding="utf-8")
     planted = replace(spec, target=replace(spec.target, accuracy=str(accuracy), low=0.0, high=1.0))
     results_file = planted_results(planted, [TASK], {"data": "demo"}, folder, "openai-api/planted/planted")
-    stamp = results_file.name.removeprefix("results_").removesuffix(".json")
-    samples = [json.loads(line) for line in (results_file.parent / f"samples_{TASK}_{stamp}.jsonl")
-               .read_text(encoding="utf-8").splitlines() if line.strip()]
-    report = folder / "report-lm-eval"
-    render_all([results_file], report, echo=False)
-    summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
-    card = {str(m["type"]): m for path in report.glob("model-index*.yaml")
-            for e in yaml.safe_load(path.read_text(encoding="utf-8"))["model-index"]
-            for r in e["results"] for m in r["metrics"] if str(m["type"]) in METRICS}
-    return LmEvalSurfaces(recount(samples), json.loads(results_file.read_text(encoding="utf-8"))["results"][TASK],
-                          summary, card, terminal_numbers([results_file], "lm-eval", "TCES"))
+    return read_lm_eval_run(results_file, TASK, WHERE, "TCES", folder)
 
 
 def validate_lm_eval_surfaces(spec: PlantedSpec) -> list[Check]:
@@ -149,4 +172,5 @@ def validate_lm_eval_surfaces(spec: PlantedSpec) -> list[Check]:
         return lm_eval_surfaces(spec, Path(tmp)).checks()
 
 
-__all__ = ["LmEvalSurfaces", "Rate", "lm_eval_checks", "lm_eval_surfaces", "recount", "validate_lm_eval_surfaces"]
+__all__ = ["LmEvalSurfaces", "Rate", "lm_eval_checks", "lm_eval_surfaces", "read_lm_eval_run", "recount",
+           "validate_lm_eval_surfaces"]

@@ -9,8 +9,9 @@ The design separates each number from what a defect would print instead:
   probability 0.1 and no retry (LLM errors during the attack: the post-attack accuracy's upper bound differs from
   it, and the LLM-error rate is not 0);
 - M = 9 control fuzzes at α = 0.1, so the smallest valid p-value is α itself: the attacks whose controls never
-  moved p̂ as far are significant unadjusted (raw p ≤ α) while Holm and BH over the whole family of tested
-  attacks are not (adjusted p > α) — a count adjusted over a sub-family, or unadjusted, differs;
+  moved p̂ as far are significant unadjusted (raw p ≤ α) while Holm over the whole family of tested attacks is
+  not (adjusted p > α) — a count adjusted over a sub-family, or unadjusted, differs (BH too, whenever one tested
+  attack has p > α: then BH rejects none; when every tested p is α, BH rejects all, as the raw count);
 - a target whose reasoning quotes the added sentences half the time, and of those half only the first one
   (``partial_mention_rate``): the share of flips that mention none of the added text differs from the share
   that misses some of it.
@@ -39,13 +40,15 @@ import yaml
 from medfuzz.planted import PlantedSpec
 from medfuzz.validation.checks import Check, Size, differing_check, exact_check, fields_differing
 from medfuzz.validation.read_back import card_fields, summary_fields
+from medfuzz.validation.surfaces_lm_eval import LmEvalSurfaces
 from medfuzz.validation.surfaces_tces import Share
 
 METHOD = "surfaces"
 WHERE = "MedFuzz"
 CARD = 5e-5 + 1e-12  # the model card rounds to 4 places
-ITEMS: dict[Size, int] = {"ci": 16, "full": 40}
+ITEMS: dict[Size, int] = {"ci": 12, "full": 40}
 ALPHA = 0.1
+LM_EVAL_TASK = "medfuzz_mcq"  # lm-eval's MedFuzz task on a user's own file, given the Inspect run's log (fuzzed)
 CONTROLS = 9  # the smallest valid p-value 1/(M+1) is α: significant unadjusted, never after Holm/BH over 2+
 OPTIONS: dict[str, Any] = {"turns": 2, "replicates": 2, "controls": CONTROLS, "alpha": ALPHA, "option_orders": 1,
                            "pvalue_prompt": "direct", "exemplars": 0, "require_confidences": False,
@@ -134,9 +137,10 @@ class MedFuzzSurfaces:
     card: dict[str, Any]
     terminal: dict[str, str]
     table: dict[str, str]  # the report's medfuzz_summary.csv row
+    lm_eval: LmEvalSurfaces  # lm-eval's medfuzz_mcq on the items this run fuzzed
 
     def checks(self) -> list[Check]:
-        return medfuzz_checks(self)
+        return medfuzz_checks(self) + self.lm_eval.checks()
 
 
 FIRST_SCREEN = ("medfuzz_clean_acc", "medfuzz_post_attack_acc", "medfuzz_post_attack_acc_upper", "medfuzz_asr",
@@ -190,8 +194,8 @@ def medfuzz_checks(run: MedFuzzSurfaces) -> list[Check]:
         f"{k}={table[k]!r} (expected {v:.6g})" for k, v in table_expected.items()
         if k in table and abs(table[k] - v) > 5e-4 * abs(v) + 1e-12]
     return [
-        exact_check(METHOD, f"{WHERE}: the design separates raw from adjusted significance (raw p ≤ α < adjusted)",
-                    1.0, float(r.significant > max(r.holm, r.bh)), r.tested, tolerance=0.0,
+        exact_check(METHOD, f"{WHERE}: the design separates raw from adjusted significance (raw p ≤ α < Holm p)",
+                    1.0, float(r.significant > r.holm), r.tested, tolerance=0.0,
                     note=f"{r.significant} of {r.tested} significant unadjusted, Holm {r.holm}, BH {r.bh}"),
         exact_check(METHOD, f"{WHERE}: the design separates the populations (ASR's attacked replicates, "
                             "faithfulness's mentions, LLM errors during the attack)", 1.0,
@@ -236,15 +240,18 @@ def surface_spec(spec: PlantedSpec | None = None) -> PlantedSpec:
 def medfuzz_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> MedFuzzSurfaces:
     """The real ``medfuzz/medfuzz_mcq`` task on this design, its report rendered, every surface read."""
     from medfuzz.report import render_all
-    from medfuzz.tasks.inspect.planted_runs import medfuzz_log, scorer_metrics, stored_scores
+    from medfuzz.tasks.inspect.planted_runs import medfuzz_log, model_of, scorer_metrics, stored_scores
+    from medfuzz.tasks.lm_eval.planted_runs import planted_results
     from medfuzz.validation.items import synthetic_items
     from medfuzz.validation.read_back import terminal_numbers
+    from medfuzz.validation.surfaces_lm_eval import read_lm_eval_run
 
     planted = replace(surface_spec(spec), seed=seed)
     items = synthetic_items(ITEMS[size], seed=seed)
     with tempfile.TemporaryDirectory(prefix="medfuzz-validate-medfuzz-") as tmp:
         folder = Path(tmp)
-        log = medfuzz_log(planted, items, _items_file(items, folder), {**OPTIONS, "seed": seed}, folder)
+        items_file = _items_file(items, folder)
+        log = medfuzz_log(planted, items, items_file, {**OPTIONS, "seed": seed}, folder)
         report = folder / "report"
         render_all([log], report, echo=False)
         summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
@@ -256,8 +263,13 @@ def medfuzz_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> 
             [table] = list(csv.DictReader(handle))
         stored = [(str(s.metadata["item"]["answer"]), list(s.metadata["replicates"]))  # type: ignore[index, call-overload]
                   for s in stored_scores(log, "medfuzz_scorer")]
+        # lm-eval's medfuzz_mcq scores the replicates this run fuzzed by letter log-likelihood (the planted LM
+        # knows the items from the same file)
+        results_file = planted_results(planted, [LM_EVAL_TASK], {"fuzzed": str(log)}, folder, model_of(log),
+                                       data=str(items_file))
+        lm_eval = read_lm_eval_run(results_file, LM_EVAL_TASK, "lm-eval MedFuzz", "MedFuzz", folder)
         return MedFuzzSurfaces(recount(stored, ALPHA, CONTROLS), scorer_metrics(log, "medfuzz_scorer"), summary, card,
-                               terminal_numbers([log], "Inspect", "MedFuzz"), table)
+                               terminal_numbers([log], "Inspect", "MedFuzz"), table, lm_eval)
 
 
 def validate_medfuzz_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> list[Check]:

@@ -52,6 +52,8 @@ CARD = 5e-5 + 1e-12  # the model card rounds to 4 places
 # evaluated item (20 attacked items: 0.50)
 ITEMS: dict[str, int] = {"ci": 80, "full": 150}
 TOP = 5  # the reused entities Inspect's metric lists
+SHARDS = 2  # a bounded run in shards, merged: the first SHARDED_ITEMS items, whole and in shards
+SHARDED_ITEMS = 12
 
 
 @dataclass(frozen=True)
@@ -118,9 +120,10 @@ class TCESSurfaces:
     terminal: dict[str, str]
     planted_right: frozenset[str]
     planted_asr_at_1: float
+    shards: list[Check]  # the same task in shards, merged by the report (``shard_checks``)
 
     def checks(self) -> list[Check]:
-        return tces_checks(self)
+        return tces_checks(self) + self.shards
 
 
 def _count(statistic: str, differing: list[str], n: int) -> Check:
@@ -172,6 +175,33 @@ def tces_checks(run: TCESSurfaces) -> list[Check]:
     ]
 
 
+def shard_checks(logs: list[Path], folder: Path) -> list[Check]:
+    """A bounded run in ``SHARDS`` shards, merged by the report (``report.shards``), prints what the whole run
+    prints (every field of its ``summary.json`` TCES result) and records the whole run's call bound
+    (``max_calls``: the config's bound for every sample, not one shard's)."""
+    from medfuzz.report import render_all
+    from medfuzz.report.shards import MERGED_DIR
+    from medfuzz.tasks.inspect.planted_runs import recorded_metadata
+
+    whole, *parts = logs
+    render_all([whole], folder / "report-whole", echo=False)
+    render_all(parts, folder / "report-shards", echo=False)
+    a, b = (next(r for m in json.loads((folder / name / "summary.json").read_text(encoding="utf-8"))["models"].values()
+                 for r in m["results"] if r["method"] == "tces") for name in ("report-whole", "report-shards"))
+    differ = [f"{part}.{name}" for part in ("numbers", "data") for name in sorted(set(a[part]) | set(b[part]))
+              if a[part].get(name) != b[part].get(name)]
+    [merged] = (folder / "report-shards" / MERGED_DIR).glob("*.eval")
+    bound, merged_bound = (recorded_metadata(path).get("max_calls") for path in (whole, merged))
+    shard_bounds = [recorded_metadata(path).get("max_calls") for path in parts]
+    n = int(a["numbers"]["tces_clean_acc"]["n"])
+    return [
+        differing_check(METHOD, f"{WHERE}: {SHARDS} shards merged = the whole run (summary.json fields)", differ, n),
+        differing_check(METHOD, f"{WHERE}: the merged shards record the whole run's call bound (max_calls)",
+                        [] if merged_bound == bound and bound not in shard_bounds else
+                        [f"merged {merged_bound} (whole {bound}; shards {shard_bounds})"], n),
+    ]
+
+
 def _items_file(items: list[MCQItem], folder: Path) -> Path:
     """The items as a user's own JSONL file in the MedQA layout (read without a column mapping)."""
     path = folder / "planted-tces-items.jsonl"
@@ -188,7 +218,9 @@ def tces_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> TCE
     from medfuzz.validation.read_back import terminal_numbers
     from medfuzz.validation.tces import PLANS, Setup, accuracy_file, planted_wrong, simulate
 
-    setup = Setup.build(replace(PLANS[size], items=ITEMS[size]), seed, spec)
+    # the ci plan's vocabulary at both sizes: with the full plan's (800 entities) every attack finds a winner, so
+    # queries per success and per attacked item coincide and the design no longer separates them
+    setup = Setup.build(replace(PLANS["ci"], items=ITEMS[size]), seed, spec)
     items = setup.items
     wrong = planted_wrong(items)
     planted = setup.spec.with_target(accuracy=str(accuracy_file(items, wrong, seed)), low=0.0, high=1.0)
@@ -199,7 +231,10 @@ def tces_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> TCE
                          derive_seed(seed, "tces-surfaces"))  # only the exact ASR@1 is read
     with tempfile.TemporaryDirectory(prefix="medfuzz-validate-tces-") as tmp:
         folder = Path(tmp)
-        log = tces_log(planted, items, _items_file(items, folder), setup.vocabulary, setup.plan.budget, folder)
+        data = _items_file(items, folder)
+        [log] = tces_log(planted, items, data, setup.vocabulary, setup.plan.budget, folder)
+        shards = shard_checks(tces_log(planted, items, data, setup.vocabulary, setup.plan.budget,
+                                       folder / "sharded", shards=SHARDS, limit=SHARDED_ITEMS), folder)
         report = folder / "report"
         render_all([log], report, echo=False)
         summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
@@ -209,7 +244,7 @@ def tces_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> TCE
         records = [dict(s.metadata["record"]) for s in stored_scores(log, "tces_scorer")]  # type: ignore[call-overload]
         return TCESSurfaces(recount(records), scorer_metrics(log, "tces_scorer"), summary, card,
                             terminal_numbers([log], "Inspect", "TCES"), frozenset(i.id for i in right),
-                            float(np.mean(simulated.asr1)) if simulated.asr1 is not None else float("nan"))
+                            float(np.mean(simulated.asr1)) if simulated.asr1 is not None else float("nan"), shards)
 
 
 def validate_tces_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> list[Check]:

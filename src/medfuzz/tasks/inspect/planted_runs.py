@@ -103,18 +103,28 @@ def medguard_model_logs(specs: list[PlantedSpec], n: int, aspects: str, folder: 
                                     folder, items=items)]
 
 
-def tces_log(spec: PlantedSpec, items: list, data: Path, vocabulary: Path, budget: int, folder: Path) -> Path:
-    """The real ``medfuzz/tces`` task on a user's own file (``data``: the items, read without a column mapping)
-    against the planted server, which is given the items so that it knows their keys; the defaults otherwise
-    (PDWS n = -20 at temperature 0), on the planted rule's entity type and ``vocabulary``; the log."""
+def tces_log(spec: PlantedSpec, items: list, data: Path, vocabulary: Path, budget: int, folder: Path,
+             shards: int = 0, limit: int | None = None) -> list[Path]:
+    """The real ``medfuzz/tces`` task on a user's own file (``data``: the items, read without a column mapping;
+    its first ``limit``) against the planted server, which is given the items so that it knows their keys; the
+    defaults otherwise (PDWS n = -20 at temperature 0), on the planted rule's entity type and ``vocabulary``; the
+    whole run's log, then, with ``shards``, the logs of the same run as that many shards (``shard_task``, what
+    ``medfuzz run --shard K/N`` runs)."""
+    from medfuzz.tasks.inspect.shards import shard_task
     from medfuzz.tasks.inspect.tces import tces
 
     def make() -> Any:
         return tces(benchmark="mcq", data=str(data), data_name="planted TCES items", entity=spec.tces.entity,
-                    vocabulary=str(vocabulary), embedding=spec.tces.embedding, budget=budget)
+                    vocabulary=str(vocabulary), embedding=spec.tces.embedding, budget=budget, limit=limit)
 
-    [log] = planted_logs(spec, [("tces", make)], folder, items=items)
-    return log
+    runs: list[tuple[str, Callable[[], Any]]] = [("tces", make)]
+    runs += [(f"tces-shards/{k}", lambda k=k: shard_task(make(), k, shards)) for k in range(1, shards + 1)]
+    return planted_logs(spec, runs, folder, items=items)
+
+
+def recorded_metadata(log_path: Path) -> dict[str, Any]:
+    """What a log's task recorded when it started (its ``eval.metadata``)."""
+    return dict(read_eval_log(str(log_path), header_only=True).eval.metadata or {})
 
 
 def medfuzz_log(spec: PlantedSpec, items: list, data: Path, options: dict[str, Any], folder: Path) -> Path:
@@ -164,4 +174,5 @@ def model_of(log_path: Path) -> str:
 
 
 __all__ = ["Reply", "StoredScore", "clean_baseline_logs", "environment", "medfuzz_log", "medguard_log",
-           "medguard_model_logs", "model_of", "planted_logs", "replies", "scorer_metrics", "stored_scores", "tces_log"]
+           "medguard_model_logs", "model_of", "planted_logs", "recorded_metadata", "replies", "scorer_metrics",
+           "stored_scores", "tces_log"]

@@ -29,14 +29,14 @@ def task_manager() -> TaskManager:
 
 
 def planted_results(spec: PlantedSpec, tasks: list[str], metadata: dict[str, object], folder: Path,
-                    model_label: str) -> Path:
-    """lm-eval's ``tasks`` with ``--metadata`` ``metadata`` against the planted ``LM`` on the bundled demo rows
-    (the same behaviour as the Inspect runs' server, from a spec file); the results file lm-eval's tracker wrote
-    (its samples files beside it)."""
+                    model_label: str, data: str = "demo") -> Path:
+    """lm-eval's ``tasks`` with ``--metadata`` ``metadata`` against the planted ``LM`` knowing the items of ``data``
+    (the bundled demo rows, or a file; the same behaviour as the Inspect runs' server, from a spec file); the
+    results file lm-eval's tracker wrote (its samples files beside it)."""
     register_models()
     written = folder / "planted.yaml"
     written.write_text(yaml.safe_dump(spec.to_dict()), encoding="utf-8")
-    lm = get_model("medfuzz-planted").create_from_arg_string(f"data=demo,spec={written}")
+    lm = get_model("medfuzz-planted").create_from_arg_string(f"data={data},spec={written}")
     tracker = EvaluationTracker(output_path=str(folder / "lm-eval"))
     results = simple_evaluate(model=lm, tasks=tasks, log_samples=True, evaluation_tracker=tracker,
                               metadata={**metadata, MODEL_LABEL: model_label}, task_manager=task_manager())
