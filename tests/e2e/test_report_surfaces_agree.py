@@ -45,9 +45,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, s
         lm_eval = (f"local-completions:model=planted,base_url={server.base_url}/completions,tokenizer_backend=remote,"
                    "num_concurrent=8")
         out = folder / "suite"
+        # TCES on 5 items in both halves (``-T`` wins over --limit): lm-eval's single-substitution task counts
+        # attackable docs, and its first 5 hold the two planted wrong
         command = [sys.executable, "-m", "medfuzz", "run", "--model", model, "--data", "demo", "--level", "quick",
-                   "--limit", "3", "--lm-eval", lm_eval, "--attacker", server.inspect_model(attacker=True),
-                   "--no-preflight", "--out", str(out)]
+                   "--limit", "3", "-T", "tces_limit=5", "--lm-eval", lm_eval,
+                   "--attacker", server.inspect_model(attacker=True), "--no-preflight", "--out", str(out)]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500, cwd=ROOT)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         yield out, done.stdout, model, server

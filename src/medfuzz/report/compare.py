@@ -38,6 +38,7 @@ from typing import Any
 
 from medfuzz.records.keys import METHOD_KEY, recorded_config
 from medfuzz.records.lm_eval_docs import versions_correct
+from medfuzz.records.methods import by_lm_eval_task
 from medfuzz.report.format import html_page, markdown_tables, number, safe_cell
 from medfuzz.report.log_reader import collect_logs
 from medfuzz.stats import DEFAULT_ALPHA, significant
@@ -197,11 +198,13 @@ def _lm_eval_runs(path: Path) -> list[AttackRun]:
     runs = []
     for task, config in data["configs"].items():
         metadata = (config or {}).get("metadata") or {}
-        if task.startswith(("tces_", "medfuzz_")) and not _has_samples(path, task):
+        method = by_lm_eval_task(task)  # the registry says whose task it is (``Method.lm_eval_prefix``)
+        kind = method.key if method is not None else None
+        if kind in ("tces", "medfuzz") and not _has_samples(path, task):
             log.warning("%s: task %s has no samples file beside it (run lm-eval with --log_samples); it is left "
                         "out of the comparison", path, task)
             continue
-        if task.startswith("tces_"):
+        if kind == "tces":
             detail = " ".join(f"{k}={metadata[k]}" for k in ("sampler", "n", "seed") if k in metadata)
             run = AttackRun("tces", f"tces · {task} {detail}".strip() + " · lm-eval", model, "lm-eval", path)
             records: dict[str, dict[str, Any]] = defaultdict(dict)
@@ -225,7 +228,7 @@ def _lm_eval_runs(path: Path) -> list[AttackRun]:
                 if clean and not attacked:
                     run.successes[item_id] = key
             runs.append(run)
-        elif task.startswith("medfuzz_"):
+        elif kind == "medfuzz":
             run = AttackRun("medfuzz", f"medfuzz · {task} · lm-eval", model, "lm-eval", path,
                             fuzzed_from=str(metadata.get("fuzzed") or metadata.get("medfuzz_fuzzed") or "") or None)
             for sample in _samples(path, task):

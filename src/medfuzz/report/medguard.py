@@ -21,6 +21,7 @@ from typing import Any
 
 from medfuzz.records.keys import CONFIG_KEY, METHOD_KEY, MODEL_LABEL, SHARD_KEY, SUITE_KEY, method_of, recorded_config
 from medfuzz.records.lm_eval_docs import doc_results
+from medfuzz.records.methods import by_lm_eval_task
 from medfuzz.report.format import MISSING, number
 from medfuzz.scorers.medguard import (
     STATUS_ERROR,
@@ -125,7 +126,7 @@ def _lm_eval_run(path: Path) -> tuple[str, str, dict[str, Any], list[ItemResult]
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
-    tasks = [t for t in (data.get("configs") or {}) if t.startswith("medguard_")]
+    tasks = [t for t in (data.get("configs") or {}) if (m := by_lm_eval_task(t)) is not None and m.key == "medguard"]
     if not tasks:
         return None
     stamp = path.stem.removeprefix("results_")
