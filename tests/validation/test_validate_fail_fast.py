@@ -21,6 +21,9 @@ from medfuzz.validation.run import Outcome, StopValidation, validate
 
 SECTIONS = ("MedFuzz δ run", "MedFuzz null runs", "p-hat", "TCES", "MedGuard", "exact", "surfaces")
 CHEAPEST_FIRST = ["exact", "p-hat", "MedGuard", "MedFuzz δ run", "TCES", "MedFuzz null runs", "surfaces"]
+# the surfaces section's parts, as the stand-ins record them
+TABLE_CALLS = [*SECTIONS[:-1], *(f"surfaces: {part}" for part in surfaces.PARTS)]
+CHEAPEST_CALLS = [*CHEAPEST_FIRST[:-1], *(f"surfaces: {part}" for part in surfaces.CHEAPEST_FIRST)]
 
 
 def _check(section: str, measured: float) -> Check:
@@ -49,7 +52,8 @@ def sections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(phat, "phat_checks", stand_in("p-hat"))
     monkeypatch.setattr(tces, "validate_tces", stand_in("TCES"))
     monkeypatch.setattr(medguard, "validate_medguard", stand_in("MedGuard"))
-    monkeypatch.setattr(surfaces, "validate_surfaces", stand_in("surfaces"))
+    monkeypatch.setattr(surfaces, "surface_parts", lambda *a, **k: {part: stand_in(f"surfaces: {part}")
+                                                                     for part in surfaces.PARTS})
     real_exact = exact.exact_checks
 
     def exact_section(alpha: float) -> list[Check]:
@@ -67,15 +71,15 @@ def _mean_of_one_over_k_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_without_fail_fast_every_section_runs_in_the_tables_order(sections):
     outcome = validate("ci")
-    assert sections == list(SECTIONS)
+    assert sections == TABLE_CALLS
     assert not outcome.failed and not outcome.stopped_in and not outcome.skipped
 
 
 def test_a_passing_run_with_fail_fast_still_runs_every_section_cheapest_first(sections):
     outcome = validate("ci", fail_fast=True)
-    assert sections == CHEAPEST_FIRST
+    assert sections == CHEAPEST_CALLS
     assert not outcome.failed and not outcome.stopped_in and not outcome.skipped
-    assert {c.method for c in outcome.checks} >= set(SECTIONS) - {"exact"}
+    assert {c.method for c in outcome.checks} >= set(TABLE_CALLS) - {"exact"}
 
 
 def test_fail_fast_stops_in_the_section_of_the_first_failing_check(sections, monkeypatch):
@@ -87,7 +91,7 @@ def test_fail_fast_stops_in_the_section_of_the_first_failing_check(sections, mon
     # the same defect without --fail-fast: every section runs, the same check fails
     sections.clear()
     outcome = validate("ci")
-    assert sections == list(SECTIONS) and not outcome.stopped_in
+    assert sections == TABLE_CALLS and not outcome.stopped_in
     assert len(outcome.failed) == 1
 
 
@@ -97,6 +101,25 @@ def test_a_later_section_failing_stops_after_it(sections, monkeypatch):
     assert sections == CHEAPEST_FIRST[:5]
     assert outcome.stopped_in == "TCES" and outcome.skipped == ["MedFuzz null runs", "surfaces"]
     assert [c.method for c in outcome.failed] == ["TCES"]
+
+
+def test_a_failing_surface_part_stops_the_parts_after_it(sections, monkeypatch):
+    stand_ins = {part: (lambda part=part: sections.append(f"surfaces: {part}")
+                        or [_check("surfaces", 0.5 if part == "TCES" else 1.0)]) for part in surfaces.PARTS}
+    monkeypatch.setattr(surfaces, "surface_parts", lambda *a, **k: stand_ins)
+    outcome = validate("ci", fail_fast=True)
+    tces_at = CHEAPEST_CALLS.index("surfaces: TCES")
+    assert sections == CHEAPEST_CALLS[:tces_at + 1] and outcome.stopped_in == "surfaces"
+    assert len(outcome.failed) == 1
+    sections.clear()  # without --fail-fast every part runs, in the table's order
+    assert len(validate("ci").failed) == 1 and sections == TABLE_CALLS
+
+
+def test_the_surface_parts_are_one_set_in_both_orders():
+    from medfuzz.validation.surfaces import surface_parts
+
+    assert tuple(surface_parts("ci")) == surfaces.PARTS
+    assert sorted(surfaces.CHEAPEST_FIRST) == sorted(surfaces.PARTS)
 
 
 def test_outcome_add_raises_only_with_fail_fast_and_keeps_the_failing_check():

@@ -275,11 +275,12 @@ def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None,
     """Every section's checks. With ``fail_fast`` the sections run cheapest first (CPU at ci: the exact checks
     0.4 s, p-hat 0.3 s, MedGuard 1.1 s, the MedFuzz δ run 2 s, TCES 5 s, the MedFuzz null runs 7 s) and the run
     stops at the first failing check: a defect that the cheap sections catch costs little, and no check is left
-    out of a run that passes (its verdict needs every check)."""
+    out of a run that passes (its verdict needs every check). The surfaces section runs part by part
+    (``surfaces.PARTS``, cheapest first under ``fail_fast``), so it too stops after the failing part."""
+    from medfuzz.validation import surfaces
     from medfuzz.validation.exact import exact_checks
     from medfuzz.validation.medguard import validate_medguard
     from medfuzz.validation.phat import phat_checks
-    from medfuzz.validation.surfaces import validate_surfaces
     from medfuzz.validation.tces import validate_tces
 
     config = medfuzz_config(PLANS[size], seed)
@@ -291,7 +292,8 @@ def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None,
         "TCES": lambda: outcome.add(validate_tces(size, seed, spec)),
         "MedGuard": lambda: outcome.add(validate_medguard(n=100, seed=seed)),
         "exact": lambda: outcome.add(exact_checks(outcome.alpha)),
-        "surfaces": lambda: outcome.add(validate_surfaces(size, seed, spec)),
+        "surfaces": lambda: _surfaces(surfaces.surface_parts(size, seed, spec), outcome,
+                                      surfaces.CHEAPEST_FIRST if fail_fast else surfaces.PARTS),
     }
     order = list(sections)
     if fail_fast:  # cheapest first (seconds of CPU at ci, measured: docs/performance.md)
@@ -303,6 +305,13 @@ def validate(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None,
             outcome.stopped_in, outcome.skipped = name, order[i + 1:]
             break
     return outcome
+
+
+def _surfaces(parts: dict[str, Callable[[], list[Check]]], outcome: Outcome, order: Iterable[str]) -> None:
+    """The surfaces section part by part, so that ``--fail-fast`` stops after the part whose check failed (each
+    part runs harness tasks: seconds to half a minute of CPU)."""
+    for name in order:
+        outcome.add(parts[name]())
 
 
 def main(size: Size, out: Path, seed: int = 0, spec: str | None = None, fail_fast: bool = False) -> int:

@@ -32,6 +32,7 @@ import json
 import math
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -256,18 +257,20 @@ def surface_spec(seed: int = 0) -> PlantedSpec:
                    target=replace(spec.target, beta_a=2.0, beta_b=2.0, low=0.05, high=0.95, delta=0.0))
 
 
-def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> list[Check]:
-    """Every check of this section (see the module docstring; MedGuard's: ``surfaces_medguard``)."""
+# the section's parts in the table's order, and the cheapest first (CPU at ci, measured on 2 quiet cores: the ranking
+# 3 s, MedGuard 5 s, TCES 10 s, MedFuzz 9 s plus lm-eval's import, the clean baseline 34 s with lm-eval's task index):
+# under ``--fail-fast`` a defect in a later surface stops after its own part, not after the whole section
+PARTS = ("clean baseline", "MedGuard", "MedGuard ranking", "TCES", "MedFuzz")
+CHEAPEST_FIRST = ("MedGuard ranking", "MedGuard", "TCES", "MedFuzz", "clean baseline")
+
+
+def clean_baseline_surfaces(size: Size, spec: PlantedSpec) -> list[Check]:
+    """The clean baseline in both harnesses, its 3 shards merged, and lm-eval's TCES aggregates."""
     from medfuzz.report import render_all
     from medfuzz.tasks.inspect.planted_runs import clean_baseline_logs, model_of
     from medfuzz.tasks.lm_eval.planted_runs import clean_baseline_results
     from medfuzz.validation.surfaces_lm_eval import lm_eval_surfaces
-    from medfuzz.validation.surfaces_medfuzz import validate_medfuzz_surfaces
-    from medfuzz.validation.surfaces_medguard import validate_medguard_surfaces
-    from medfuzz.validation.surfaces_ranking import validate_ranking_surfaces
-    from medfuzz.validation.surfaces_tces import validate_tces_surfaces
 
-    spec = spec or surface_spec(seed)
     limit = SIZES[size]
     with tempfile.TemporaryDirectory(prefix="medfuzz-validate-surfaces-") as tmp:
         folder = Path(tmp)
@@ -281,12 +284,35 @@ def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None
         merged = json.loads((folder / "report-shards" / "summary.json").read_text(encoding="utf-8"))
         inspect_recount, lm_recount = recount_inspect(log_path), recount_lm_eval(results_file)
         lm_eval_tces = lm_eval_surfaces(spec, folder).checks()
-        baseline = [*inspect_checks(inspect_recount, log_path, summary, report, terminal),
-                    *lm_eval_checks(lm_recount, results_file, summary, report),
-                    shard_check(summary, merged, inspect_recount.n),
-                    *truth_checks(spec, inspect_recount, lm_recount), *lm_eval_tces]
-    return (baseline + validate_medguard_surfaces(size, spec) + validate_ranking_surfaces(spec)
-            + validate_tces_surfaces(size, seed) + validate_medfuzz_surfaces(size, seed))
+        return [*inspect_checks(inspect_recount, log_path, summary, report, terminal),
+                *lm_eval_checks(lm_recount, results_file, summary, report),
+                shard_check(summary, merged, inspect_recount.n),
+                *truth_checks(spec, inspect_recount, lm_recount), *lm_eval_tces]
 
 
-__all__ = ["planted_accuracy", "recount_inspect", "recount_lm_eval", "validate_surfaces"]
+def surface_parts(size: Size = "ci", seed: int = 0,
+                  spec: PlantedSpec | None = None) -> dict[str, Callable[[], list[Check]]]:
+    """Each part of this section (``PARTS``) as a call that runs it and returns its checks."""
+    from medfuzz.validation.surfaces_medfuzz import validate_medfuzz_surfaces
+    from medfuzz.validation.surfaces_medguard import validate_medguard_surfaces
+    from medfuzz.validation.surfaces_ranking import validate_ranking_surfaces
+    from medfuzz.validation.surfaces_tces import validate_tces_surfaces
+
+    spec = spec or surface_spec(seed)
+    parts: dict[str, Callable[[], list[Check]]] = {
+        "clean baseline": lambda: clean_baseline_surfaces(size, spec),
+        "MedGuard": lambda: validate_medguard_surfaces(size, spec),
+        "MedGuard ranking": lambda: validate_ranking_surfaces(spec),
+        "TCES": lambda: validate_tces_surfaces(size, seed),
+        "MedFuzz": lambda: validate_medfuzz_surfaces(size, seed),
+    }
+    return parts
+
+
+def validate_surfaces(size: Size = "ci", seed: int = 0, spec: PlantedSpec | None = None) -> list[Check]:
+    """Every check of this section, in the table's order (see the module docstring)."""
+    return [check for part in surface_parts(size, seed, spec).values() for check in part()]
+
+
+__all__ = ["CHEAPEST_FIRST", "PARTS", "clean_baseline_surfaces", "planted_accuracy", "recount_inspect",
+           "recount_lm_eval", "surface_parts", "validate_surfaces"]
