@@ -194,19 +194,26 @@ def index_se_checks(units: dict[Aspect, dict[str, float]], report: SafetyReport,
         check = Check(METHOD, f"bootstrap SE of {name} = sqrt(Σ var_g/n_g)/K", analytic, measured,
                       analytic - half, analytic + half, sum(map(len, groups)),
                       note=f"{len(groups)} aspects resampled separately; MC sd {relative:.2%} of the SE")
-        # the defect: every unit pooled into one resampled sample (the groups not kept apart), whose ideal SE is
-        # sqrt(var/N) of the pooled units; its estimate from the same resamples has about the same relative error.
-        # A principle of one aspect pools nothing: there the defect is the units' SD printed as the SE
-        if len(groups) > 1:
-            wrong_se, wrong_relative = bootstrap_se_error([[v for g in groups for v in g]], n_resamples)
-            defect = f"the aspects' units pooled in one resample (SE {wrong_se:.4f})"
-        else:
-            wrong_se, wrong_relative = analytic * math.sqrt(len(groups[0])), relative
-            defect = f"one aspect: the units' SD printed as the SE ({wrong_se:.4f})"
-        power = float(stats.norm.cdf(check.low, wrong_se, wrong_relative * wrong_se)
-                      + stats.norm.sf(check.high, wrong_se, wrong_relative * wrong_se))
-        checks.append(with_power(check, defect, power))
+        checks.append(with_se_power(check, groups, n_resamples))
     return checks
+
+
+def with_se_power(check: Check, groups: Sequence[Sequence[float]], n_resamples: int = N_RESAMPLES) -> Check:
+    """``check`` (a bootstrap SE of the mean of the ``groups``' means against its ideal) with its named defect
+    and the probability that it fails under it: every unit pooled into one resampled sample (the groups not kept
+    apart), whose ideal SE is sqrt(var/N) of the pooled units, its estimate from the same resamples having about
+    the same relative error. A principle of one aspect pools nothing: there the defect is the units' SD printed
+    as the SE."""
+    if len(groups) > 1:
+        wrong_se, wrong_relative = bootstrap_se_error([[v for g in groups for v in g]], n_resamples)
+        defect = f"the aspects' units pooled in one resample (SE {wrong_se:.4f})"
+    else:
+        analytic, relative = bootstrap_se_error(groups, n_resamples)
+        wrong_se, wrong_relative = analytic * math.sqrt(len(groups[0])), relative
+        defect = f"one aspect: the units' SD printed as the SE ({wrong_se:.4f})"
+    power = float(stats.norm.cdf(check.low, wrong_se, wrong_relative * wrong_se)
+                  + stats.norm.sf(check.high, wrong_se, wrong_relative * wrong_se))
+    return with_power(check, defect, power)
 
 
 def _consistency(items: Sequence[MCQItem], p: float, power: int) -> float:

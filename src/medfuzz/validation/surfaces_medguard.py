@@ -35,7 +35,7 @@ import yaml
 from medfuzz.planted import PlantedSpec
 from medfuzz.solvers.medguard.taxonomy import PRINCIPLE_OF, RACES, SEXES, Aspect
 from medfuzz.validation.checks import Check, differing_check, exact_check, fields_differing
-from medfuzz.validation.medguard import bootstrap_se_error
+from medfuzz.validation.medguard import bootstrap_se_error, with_se_power
 
 METHOD = "surfaces"
 ITEMS_PER_ASPECT: dict[str, int] = {"ci": 4, "full": 6}  # the bundled build: 6 equity cases at most
@@ -170,9 +170,10 @@ def medguard_checks(groups: dict[str, Group], metrics: dict[str, float], summary
         _count("terminal: every line's value = recount (3 places)",
                fields_differing({f"medguard_{g}": round(groups[g].value, 3) for g in printed},
                                 {k: _float(v) for k, v in shown_terminal.items()}, 5e-4 + 1e-12), n),
-        Check(METHOD, f"{WHERE}: overall index SE (Inspect's bootstrap) vs sqrt(Σ var_g/n_g)/K", ideal,
-              float(metrics.get("medguard_overall_se", math.nan)), ideal * (1 - 4 * relative),
-              ideal * (1 + 4 * relative), n, note=f"±4 Monte-Carlo SDs ({relative:.2%} each)", lowest=0.0),
+        with_se_power(Check(METHOD, f"{WHERE}: overall index SE (Inspect's bootstrap) vs sqrt(Σ var_g/n_g)/K",
+                            ideal, float(metrics.get("medguard_overall_se", math.nan)), ideal * (1 - 4 * relative),
+                            ideal * (1 + 4 * relative), n, note=f"±4 Monte-Carlo SDs ({relative:.2%} each)",
+                            lowest=0.0), overall.units),
     ]
 
 
