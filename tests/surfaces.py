@@ -7,7 +7,6 @@ n, each model in a file of its own that Hugging Face's parser reads as that one 
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -17,6 +16,7 @@ from typing import Any
 
 from medfuzz.report.format import number
 from medfuzz.report.labels import label
+from medfuzz.validation.read_back import first_screen_cells
 
 ABSOLUTE = re.compile(r"(?<![\w.:~-])/(?:tmp|home|Users|root|work|var|srv|mnt|private|opt|data)/")
 
@@ -49,22 +49,6 @@ def terminal_results(text: str) -> dict[tuple[str, str], dict[str, str]]:
     return found
 
 
-def page_results(page: str) -> dict[tuple[str, str, str], dict[str, str]]:
-    """The first screen's results: (model, harness, title) -> label -> cell text."""
-    glance = page[page.index("<section id=glance>"):page.index("</section>", page.index("<section id=glance>"))]
-    found: dict[tuple[str, str, str], dict[str, str]] = {}
-    for card in glance.split("<div class=glance>")[1:]:
-        model = html.unescape(re.match(r"<h3>([^<]*)</h3>", card).group(1))
-        for block in card.split("<div class=method>")[1:]:
-            head = re.match(r"<h4>(.*?) <span class=tag>([^<]+)</span></h4>", block)
-            if head is None:  # "no <method> run for this model"
-                continue
-            rows = re.findall(r"<tr><th>([^<]+)</th><td class=num>([^<]*)</td>", block)
-            found[(model, head.group(2), html.unescape(head.group(1)))] = {
-                html.unescape(k): html.unescape(v) for k, v in rows}
-    return found
-
-
 def model_index_files(report: Path) -> dict[str, Path]:
     """Model -> its model-index file (one model per file)."""
     import yaml
@@ -86,7 +70,7 @@ def assert_surfaces_agree(report: Path, terminal: str | None, models: list[str] 
     summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
     assert summary["schema_version"] == 2
     page = (report / "index.html").read_text(encoding="utf-8")
-    on_page = page_results(page)
+    on_page = first_screen_cells(page)
     on_terminal = terminal_results(terminal) if terminal is not None else None
     cards = model_index_files(report)
     compared = 0

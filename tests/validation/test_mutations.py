@@ -213,6 +213,14 @@ MUTATIONS: tuple[Mutation, ...] = (
              '"max_calls": config.max_calls(samples)}', '"max_calls": meta["max_calls"]}',
              "a run merged from shards records the first shard's call bound, not the whole run's (surfaces: TCES "
              "merged shards' max_calls = the whole run's)"),
+    Mutation("first_screen_rows_repeat_the_first_number", "report/overview.py",
+             "<td class=num>{html.escape(number.shown())}", "<td class=num>{html.escape(result.numbers[0].shown())}",
+             "every row of a result on the first screen (index.html) shows its first number; summary.json, the "
+             "card and the terminal stay right (surfaces: first screen = the terminal's lines, every part)"),
+    Mutation("first_screen_chance_of_the_first_row", "report/overview.py",
+             "        chance = number_text(number.chance)", "        chance = number_text(result.numbers[0].chance)",
+             "every chance level on the first screen is the first row's (MedGuard: the overall one), summary.json "
+             "right (surfaces: MedGuard's first screen chance levels = recount)"),
     Mutation("tces_queries_over_every_attacked_item", "scorers/tces.py",
              '    queries = [r["queries_to_success"] for r in successes]',
              '    queries = [r["queries_to_success"] or r["queries_used"] for r in records'

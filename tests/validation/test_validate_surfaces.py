@@ -101,7 +101,8 @@ def medguard_run():
 
 
 @pytest.mark.parametrize("defect", ["pooled_index", "principle_chance_of_all_aspects", "card_value_off",
-                                    "terminal_value_off", "inspect_aspect_chance_off"])
+                                    "terminal_value_off", "inspect_aspect_chance_off", "page_chance_of_all_aspects",
+                                    "page_chance_missing"])
 def test_a_defect_where_users_read_fails_a_check(medguard_run, defect: str) -> None:
     """Each kind of defect the reviewer planted in the aggregation layer, written into one surface of a real
     run's outputs, fails at least one check (and the run as it was passes every one)."""
@@ -119,6 +120,17 @@ def test_a_defect_where_users_read_fails_a_check(medguard_run, defect: str) -> N
         next(m for m in run.card if m["type"] == "medguard_robustness")["value"] += 0.001
     elif defect == "terminal_value_off":
         run.terminal["medguard_privacy"] = "0.100 ± 0.010 (n=4)"
+    elif defect.startswith("page_chance"):  # the first screen's chance column only (summary.json right)
+        from medfuzz.validation.read_back import CHANCE
+
+        fairness = next(k for k in run.page if k.endswith(CHANCE) and "fairness" in k)
+        if defect == "page_chance_missing":
+            del run.page[fairness]
+        else:
+            run.page[fairness] = f"{run.groups['overall'].chance:.3f}"
+        assert [c.statistic for c in run.checks() if not c.passed] == [
+            "MedGuard: first screen (index.html): every row = the terminal's line, every chance level = recount "
+            "(fields differing)"]
     else:
         run.metrics["medguard_race_equity_chance"] = 1 / 16
     assert [c.statistic for c in run.checks() if not c.passed]
@@ -165,7 +177,8 @@ def tces_run():
 
 
 @pytest.mark.parametrize("defect", ["queries_per_attack", "asr_over_evaluated", "gini_normalised", "card_end_off",
-                                    "terminal_count_off", "reused_not_top"])
+                                    "terminal_count_off", "reused_not_top", "page_end_off", "page_row_missing",
+                                    "page_extra_row", "page_missing"])
 def test_a_tces_defect_where_users_read_fails_a_check(tces_run, defect: str) -> None:
     import copy
 
@@ -186,8 +199,20 @@ def test_a_tces_defect_where_users_read_fails_a_check(tces_run, defect: str) -> 
     elif defect == "terminal_count_off":
         line = run.terminal["tces_attacked_acc"]
         run.terminal["tces_attacked_acc"] = line.replace(f"/{run.recount.shares['tces_attacked_acc'].n})", "/999)")
-    else:
+    elif defect == "reused_not_top":
         run.metrics["reused:Nobody"] = 1.0
+    else:  # the first screen against the terminal's lines (each checked against the recount on its own)
+        first_label = next(iter(run.page))
+        if defect == "page_end_off":
+            run.page[first_label] = run.page[first_label].replace("]", "1]", 1)
+        elif defect == "page_row_missing":
+            del run.page[first_label]
+        elif defect == "page_extra_row":
+            run.page["attack success rate (unchecked)"] = "0.500"
+        else:
+            run.page.clear()
+        assert [c.statistic for c in run.checks() if not c.passed] == [
+            "TCES: first screen (index.html): every row = the terminal's line (fields differing)"]
     assert [c.statistic for c in run.checks() if not c.passed]
 
 

@@ -7,7 +7,8 @@ planted target behind its OpenAI-compatible server, asked by Inspect's ``medfuzz
 samples writer; both run by the shell, ``planted_runs`` in each harness's task folder, so that this module
 imports no harness), then ``medfuzz.report.render_all`` over both, as ``medfuzz report`` does. Each printed number
 of the clean baseline is then read back where a user reads it — the Inspect metric in the log, ``summary.json``,
-the model card (``model-index.<model>.yaml``, rounded to 4 places there), the terminal summary's lines — and
+the model card (``model-index.<model>.yaml``, rounded to 4 places there), the terminal summary's lines, and the
+first screen's rows (``index.html``, equal to the terminal's: ``read_back.first_screen_check``, in every part) — and
 compared with
 
 - an independent recount from the raw replies (the ``ANSWER: X`` line of each Inspect reply, the argmax of
@@ -43,7 +44,7 @@ import yaml
 from medfuzz.benchmarks import load_items
 from medfuzz.planted import PlantedSpec, PlantedTarget
 from medfuzz.validation.checks import Check, Size, binomial_power, exact_check, proportion_check, with_power
-from medfuzz.validation.read_back import terminal_numbers
+from medfuzz.validation.read_back import first_screen_check, first_screen_numbers, terminal_numbers
 
 METHOD = "surfaces"
 SIZES: dict[str, int] = {"ci": 50, "full": 50}  # the bundled demo rows: every one at both sizes
@@ -199,9 +200,12 @@ def _shown_share(value: float, low: float, high: float, k: int, n: int) -> str:
     return f"{value:.3f} [{low:.3f}, {high:.3f}] ({k}/{n})"
 
 
-def lm_eval_checks(recount: Recount, results_file: Path, summary: dict[str, Any], report: Path) -> list[Check]:
+def lm_eval_checks(recount: Recount, results_file: Path, summary: dict[str, Any], report: Path,
+                   terminal: dict[str, str]) -> list[Check]:
     """lm-eval's accuracy and its standard error, as lm-eval aggregated them and as the report carries them,
     against the recount (lm-eval's ``mean`` and ``mean_stderr``: sample standard deviation over √n)."""
+    from medfuzz.validation.surfaces_lm_eval import Rate
+
     values = np.array([float(v) for v in recount.correct.values()])
     n = len(values)
     truth, se = float(values.mean()), float(values.std(ddof=1) / math.sqrt(n))
@@ -220,6 +224,8 @@ def lm_eval_checks(recount: Recount, results_file: Path, summary: dict[str, Any]
         exact_check(METHOD, f"{where}: summary.json n = docs", float(n), float(number["n"]), n, tolerance=0.0),
         _rounded(METHOD, f"{where}: model card value (4 places)", truth, card.get("value"), n),
         _rounded(METHOD, f"{where}: model card stderr (4 places)", se, card["args"].get("stderr"), n),
+        exact_check(METHOD, f"{where}: terminal line = value ± SE (n)", 0.0,
+                    float(Rate(tuple(values)).shown() != terminal.get("acc")), n),
     ]
 
 
@@ -280,12 +286,17 @@ def clean_baseline_surfaces(size: Size, spec: PlantedSpec) -> list[Check]:
         render_all([log_path, results_file], report, echo=False)
         summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
         terminal = terminal_numbers([log_path, results_file], "Inspect", "Clean baseline")
+        page = first_screen_numbers(report, "Inspect", "Clean baseline")
+        lm_terminal = terminal_numbers([log_path, results_file], "lm-eval", "Clean baseline")
+        lm_page = first_screen_numbers(report, "lm-eval", "Clean baseline")
         render_all(shard_paths, folder / "report-shards", echo=False)
         merged = json.loads((folder / "report-shards" / "summary.json").read_text(encoding="utf-8"))
         inspect_recount, lm_recount = recount_inspect(log_path), recount_lm_eval(results_file)
         lm_eval_tces = lm_eval_surfaces(spec, folder).checks()
         return [*inspect_checks(inspect_recount, log_path, summary, report, terminal),
-                *lm_eval_checks(lm_recount, results_file, summary, report),
+                *lm_eval_checks(lm_recount, results_file, summary, report, lm_terminal),
+                first_screen_check(METHOD, "Inspect clean baseline accuracy", page, terminal, inspect_recount.n),
+                first_screen_check(METHOD, "lm-eval clean baseline accuracy", lm_page, lm_terminal, lm_recount.n),
                 shard_check(summary, merged, inspect_recount.n),
                 *truth_checks(spec, inspect_recount, lm_recount), *lm_eval_tces]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import yaml
 
 from medfuzz.planted import PlantedSpec
 from medfuzz.validation.checks import Check, differing_check, exact_check, fields_differing
+from medfuzz.validation.read_back import first_screen_check
 
 METHOD = "surfaces"
 WHERE = "lm-eval TCES"
@@ -88,9 +89,11 @@ class LmEvalSurfaces:
     summary: dict[str, Any]
     card: dict[str, Any]
     terminal: dict[str, str]
+    page: dict[str, str] = field(default_factory=dict)  # the first screen's rows of this result
 
     def checks(self) -> list[Check]:
-        return lm_eval_checks(self)
+        return [*lm_eval_checks(self), first_screen_check(METHOD, self.where, self.page, self.terminal,
+                                                          max(rate.n for rate in self.rates.values()))]
 
 
 def lm_eval_checks(run: LmEvalSurfaces) -> list[Check]:
@@ -136,7 +139,7 @@ def lm_eval_checks(run: LmEvalSurfaces) -> list[Check]:
 def read_lm_eval_run(results_file: Path, task: str, where: str, title: str, folder: Path) -> LmEvalSurfaces:
     """One lm-eval results file: its samples recounted, the report rendered over it, every surface read."""
     from medfuzz.report import render_all
-    from medfuzz.validation.read_back import terminal_numbers
+    from medfuzz.validation.read_back import first_screen_numbers, terminal_numbers
 
     stamp = results_file.name.removeprefix("results_").removesuffix(".json")
     samples = [json.loads(line) for line in (results_file.parent / f"samples_{task}_{stamp}.jsonl")
@@ -149,7 +152,8 @@ def read_lm_eval_run(results_file: Path, task: str, where: str, title: str, fold
             for r in e["results"] for m in r["metrics"] if str(m["type"]) in METRICS}
     return LmEvalSurfaces(where, task, recount(samples),
                           json.loads(results_file.read_text(encoding="utf-8"))["results"][task], summary, card,
-                          terminal_numbers([results_file], "lm-eval", title))
+                          terminal_numbers([results_file], "lm-eval", title),
+                          first_screen_numbers(report, "lm-eval", title))
 
 
 def lm_eval_surfaces(spec: PlantedSpec, folder: Path) -> LmEvalSurfaces:

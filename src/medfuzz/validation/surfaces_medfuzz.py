@@ -31,7 +31,7 @@ import csv
 import json
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ import yaml
 
 from medfuzz.planted import PlantedSpec
 from medfuzz.validation.checks import Check, Size, differing_check, exact_check, fields_differing
-from medfuzz.validation.read_back import card_fields, summary_fields
+from medfuzz.validation.read_back import card_fields, first_screen_check, summary_fields
 from medfuzz.validation.surfaces_lm_eval import LmEvalSurfaces
 from medfuzz.validation.surfaces_tces import Share
 
@@ -138,9 +138,12 @@ class MedFuzzSurfaces:
     terminal: dict[str, str]
     table: dict[str, str]  # the report's medfuzz_summary.csv row
     lm_eval: LmEvalSurfaces  # lm-eval's medfuzz_mcq on the items this run fuzzed
+    page: dict[str, str] = field(default_factory=dict)  # the first screen's rows of this result
 
     def checks(self) -> list[Check]:
-        return medfuzz_checks(self) + self.lm_eval.checks()
+        return [*medfuzz_checks(self), first_screen_check(METHOD, WHERE, self.page, self.terminal,
+                                                          self.recount.shares["medfuzz_llm_error_rate"].n),
+                *self.lm_eval.checks()]
 
 
 FIRST_SCREEN = ("medfuzz_clean_acc", "medfuzz_post_attack_acc", "medfuzz_post_attack_acc_upper", "medfuzz_asr",
@@ -243,7 +246,7 @@ def medfuzz_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> 
     from medfuzz.tasks.inspect.planted_runs import medfuzz_log, model_of, scorer_metrics, stored_scores
     from medfuzz.tasks.lm_eval.planted_runs import planted_results
     from medfuzz.validation.items import synthetic_items
-    from medfuzz.validation.read_back import terminal_numbers
+    from medfuzz.validation.read_back import first_screen_numbers, terminal_numbers
     from medfuzz.validation.surfaces_lm_eval import read_lm_eval_run
 
     planted = replace(surface_spec(spec), seed=seed)
@@ -269,7 +272,8 @@ def medfuzz_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> 
                                        data=str(items_file))
         lm_eval = read_lm_eval_run(results_file, LM_EVAL_TASK, "lm-eval MedFuzz", "MedFuzz", folder)
         return MedFuzzSurfaces(recount(stored, ALPHA, CONTROLS), scorer_metrics(log, "medfuzz_scorer"), summary, card,
-                               terminal_numbers([log], "Inspect", "MedFuzz"), table, lm_eval)
+                               terminal_numbers([log], "Inspect", "MedFuzz"), table, lm_eval,
+                               first_screen_numbers(report, "Inspect", "MedFuzz"))
 
 
 def validate_medfuzz_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> list[Check]:

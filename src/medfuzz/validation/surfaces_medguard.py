@@ -25,7 +25,7 @@ import math
 import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +36,13 @@ from medfuzz.planted import PlantedSpec
 from medfuzz.solvers.medguard.taxonomy import PRINCIPLE_OF, RACES, SEXES, Aspect
 from medfuzz.validation.checks import Check, differing_check, exact_check, fields_differing
 from medfuzz.validation.medguard import bootstrap_se_error, with_se_power
+from medfuzz.validation.read_back import first_screen_check
 
 METHOD = "surfaces"
 ITEMS_PER_ASPECT: dict[str, int] = {"ci": 4, "full": 6}  # the bundled build: 6 equity cases at most
 HIGH, LOW = 0.95, 0.05  # planted P(key): the accuracy aspects' items, the equity cases'
 WHERE = "MedGuard"
+ASPECTS = frozenset(a.value for a in Aspect)
 CARD = 5e-5 + 1e-12  # the model card rounds to 4 places
 
 
@@ -97,7 +99,7 @@ def recount(scores: Sequence[Any]) -> dict[str, Group]:
         by_principle[PRINCIPLE_OF[Aspect(aspect)].value].append(aspect)
     for principle, aspects in by_principle.items():
         groups[principle] = Group([groups[a].units[0] for a in aspects], [groups[a].chances[0] for a in aspects])
-    aspects = [a for a in groups if a in {x.value for x in Aspect}]
+    aspects = [a for a in groups if a in ASPECTS]
     groups["overall"] = Group([groups[a].units[0] for a in aspects], [groups[a].chances[0] for a in aspects])
     return groups
 
@@ -130,9 +132,9 @@ def medguard_checks(groups: dict[str, Group], metrics: dict[str, float], summary
     """Every MedGuard index where it is printed, against the recount (see the module docstring)."""
     overall = groups["overall"]
     n = overall.n
-    printed = [name for name in groups if name not in {a.value for a in Aspect}]  # principles and overall
+    printed = [name for name in groups if name not in ASPECTS]  # principles and overall
     inspect_values = {f"medguard_{g}": groups[g].value for g in groups}
-    inspect_chances = {f"medguard_{a}_chance": groups[a].chance for a in groups if a in {x.value for x in Aspect}}
+    inspect_chances = {f"medguard_{a}_chance": groups[a].chance for a in groups if a in ASPECTS}
     [result] = [r for m in summary["models"].values() for r in m["results"] if r["method"] == "medguard"]
     numbers = result["numbers"]
     summary_values = {f"medguard_{g}": groups[g].value for g in printed}
@@ -197,16 +199,20 @@ class MedGuardSurfaces:
     summary: dict[str, Any]
     card: list[Any]
     terminal: dict[str, str]
+    page: dict[str, str] = field(default_factory=dict)  # the first screen's rows of this result
 
     def checks(self) -> list[Check]:
-        return medguard_checks(self.groups, self.metrics, self.summary, self.card, self.terminal)
+        return [*medguard_checks(self.groups, self.metrics, self.summary, self.card, self.terminal),
+                first_screen_check(METHOD, WHERE, self.page, self.terminal, self.groups["overall"].n,
+                                   {f"medguard_{g}": group.chance for g, group in self.groups.items()
+                                    if g not in ASPECTS})]
 
 
 def medguard_surfaces(size: str, spec: PlantedSpec) -> MedGuardSurfaces:
     """The real ``medfuzz/medguard`` task on the planted design, its report rendered, every surface read."""
     from medfuzz.report import render_all
     from medfuzz.tasks.inspect.planted_runs import medguard_log, scorer_metrics, stored_scores
-    from medfuzz.validation.read_back import terminal_numbers
+    from medfuzz.validation.read_back import first_screen_numbers, terminal_numbers
 
     n = ITEMS_PER_ASPECT[size]
     with tempfile.TemporaryDirectory(prefix="medfuzz-validate-medguard-") as tmp:
@@ -219,7 +225,8 @@ def medguard_surfaces(size: str, spec: PlantedSpec) -> MedGuardSurfaces:
                 for e in yaml.safe_load(path.read_text(encoding="utf-8"))["model-index"]
                 for r in e["results"] for m in r["metrics"] if str(m["type"]).startswith("medguard_")]
         return MedGuardSurfaces(recount(stored_scores(log, "medguard")), scorer_metrics(log, "medguard"), summary,
-                                card, terminal_numbers([log], "Inspect", "MedGuard"))
+                                card, terminal_numbers([log], "Inspect", "MedGuard"),
+                                first_screen_numbers(report, "Inspect", "MedGuard"))
 
 
 def validate_medguard_surfaces(size: str, spec: PlantedSpec) -> list[Check]:

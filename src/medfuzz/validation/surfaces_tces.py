@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from medfuzz.validation.checks import (
     proportion_check,
     with_power,
 )
-from medfuzz.validation.read_back import card_fields, summary_fields
+from medfuzz.validation.read_back import card_fields, first_screen_check, summary_fields
 
 METHOD = "surfaces"
 WHERE = "TCES"
@@ -121,9 +121,11 @@ class TCESSurfaces:
     planted_right: frozenset[str]
     planted_asr_at_1: float
     shards: list[Check]  # the same task in shards, merged by the report (``shard_checks``)
+    page: dict[str, str] = field(default_factory=dict)  # the first screen's rows of this result
 
     def checks(self) -> list[Check]:
-        return tces_checks(self) + self.shards
+        return [*tces_checks(self), first_screen_check(METHOD, WHERE, self.page, self.terminal,
+                                                       self.recount.shares["tces_clean_acc"].n), *self.shards]
 
 
 def _count(statistic: str, differing: list[str], n: int) -> Check:
@@ -215,7 +217,7 @@ def tces_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> TCE
     from medfuzz.report import render_all
     from medfuzz.solvers.tces.config import TCESConfig
     from medfuzz.tasks.inspect.planted_runs import scorer_metrics, stored_scores, tces_log
-    from medfuzz.validation.read_back import terminal_numbers
+    from medfuzz.validation.read_back import first_screen_numbers, terminal_numbers
     from medfuzz.validation.tces import PLANS, Setup, accuracy_file, planted_wrong, simulate
 
     # the ci plan's vocabulary at both sizes: with the full plan's (800 entities) every attack finds a winner, so
@@ -244,7 +246,8 @@ def tces_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> TCE
         records = [dict(s.metadata["record"]) for s in stored_scores(log, "tces_scorer")]  # type: ignore[call-overload]
         return TCESSurfaces(recount(records), scorer_metrics(log, "tces_scorer"), summary, card,
                             terminal_numbers([log], "Inspect", "TCES"), frozenset(i.id for i in right),
-                            float(np.mean(simulated.asr1)) if simulated.asr1 is not None else float("nan"), shards)
+                            float(np.mean(simulated.asr1)) if simulated.asr1 is not None else float("nan"), shards,
+                            first_screen_numbers(report, "Inspect", "TCES"))
 
 
 def validate_tces_surfaces(size: Size, seed: int, spec: PlantedSpec | None = None) -> list[Check]:
